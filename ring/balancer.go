@@ -1,0 +1,174 @@
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Config configures a [Balancer].
+type Config struct {
+	// LoadFactor is c in the bound ceil(c*(total+1)/n); >= 1. Default 1.25.
+	LoadFactor float64
+	// Placement places partitions on endpoints; it must match on every
+	// replica of a cluster.
+	Placement PlacementConfig
+}
+
+// DefaultConfig returns the defaults documented on each field.
+func DefaultConfig() Config {
+	return Config{LoadFactor: 1.25, Placement: DefaultPlacement()}
+}
+
+// Validate reports a configuration the balancer cannot use.
+func (c Config) Validate() error {
+	if !(c.LoadFactor >= 1) {
+		return fmt.Errorf("ring: load factor %v must be >= 1", c.LoadFactor)
+	}
+	return c.Placement.Validate()
+}
+
+// Balancer hands out leases on endpoints. Its pick reads one immutable
+// snapshot through an atomic pointer and takes no lock; changes to the
+// endpoint set, health or loads build a new snapshot off to the side and
+// swap it in.
+type Balancer struct {
+	cfg      Config
+	inflight *Inflight
+	mu       sync.Mutex // serializes snapshot writers
+	snap     atomic.Pointer[snapshot]
+	unkeyed  atomic.Uint64 // spreads ties of unkeyed requests
+}
+
+type snapshot struct {
+	ring      *Ring // nil until the first endpoint set
+	state     *State
+	unhealthy map[string]bool // kept across rebuilds, by ID
+	loads     Loads
+}
+
+// NewBalancer returns a balancer with no endpoints; requests fail with
+// ErrNoEndpoints until [Balancer.SetEndpoints] is called.
+func NewBalancer(cfg Config) (*Balancer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b := &Balancer{cfg: cfg, inflight: NewInflight()}
+	b.snap.Store(&snapshot{unhealthy: map[string]bool{}, loads: b.inflight})
+	return b, nil
+}
+
+// Inflight returns this replica's own counters.
+func (b *Balancer) Inflight() *Inflight { return b.inflight }
+
+// SetEndpoints replaces the endpoint set. Endpoints keep their health and
+// in-flight counts across the change; new ones start healthy.
+func (b *Balancer) SetEndpoints(ids []string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old := b.snap.Load()
+	if old.ring != nil && slices.Equal(old.ring.ids, sortedUnique(ids)) {
+		return nil
+	}
+	r, err := NewRing(ids, b.cfg.Placement)
+	if err != nil && !errors.Is(err, ErrNoEndpoints) {
+		return err
+	}
+	b.inflight.Track(ids)
+	b.swap(r, old.unhealthy, old.loads)
+	return nil
+}
+
+// SetHealthy marks endpoint id healthy or not. An unhealthy endpoint leaves
+// the candidate set, but the placement is unchanged: other endpoints' keys
+// stay where they are, and its own keys come home when it recovers.
+func (b *Balancer) SetHealthy(id string, healthy bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old := b.snap.Load()
+	if old.unhealthy[id] != healthy {
+		return // no change
+	}
+	unhealthy := maps.Clone(old.unhealthy)
+	if healthy {
+		delete(unhealthy, id)
+	} else {
+		unhealthy[id] = true
+	}
+	b.swap(old.ring, unhealthy, old.loads)
+}
+
+// SetLoads replaces what the bound reads (by default this replica's own
+// counters). The gossip layer sets a cluster-wide view here.
+func (b *Balancer) SetLoads(l Loads) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old := b.snap.Load()
+	b.swap(old.ring, old.unhealthy, l)
+}
+
+// swap builds and stores a snapshot; b.mu must be held.
+func (b *Balancer) swap(r *Ring, unhealthy map[string]bool, loads Loads) {
+	s := &snapshot{ring: r, unhealthy: unhealthy, loads: loads}
+	if r != nil {
+		healthy := make([]bool, r.Len())
+		for i, id := range r.ids {
+			healthy[i] = !unhealthy[id]
+		}
+		s.state = NewState(r, healthy, loads, b.cfg.LoadFactor)
+	}
+	b.snap.Store(s)
+}
+
+// Acquire picks an endpoint for req and counts the request on it. Release
+// the lease when the request ends.
+func (b *Balancer) Acquire(req Request) (Lease, error) {
+	s := b.snap.Load()
+	if s.ring == nil {
+		return Lease{}, ErrNoEndpoints
+	}
+	if !req.Keyed {
+		req.Key = b.unkeyed.Add(1)
+	}
+	i, d, err := s.ring.Pick(req, s.state)
+	if err != nil {
+		return Lease{}, err
+	}
+	id := s.ring.ids[i]
+	return Lease{Endpoint: id, Decision: d, c: b.inflight.acquire(id)}, nil
+}
+
+func sortedUnique(ids []string) []string {
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// EndpointStatus is one endpoint as /debug/ring shows it.
+type EndpointStatus struct {
+	ID         string `json:"id"`
+	Healthy    bool   `json:"healthy"`
+	Load       int64  `json:"load"`       // what the bound reads
+	LocalLoad  int64  `json:"local_load"` // this replica's own leases
+	Partitions int    `json:"partitions"` // partitions owned
+}
+
+// Status returns every endpoint of the current snapshot, in ID order, and
+// the bound a request would meet now.
+func (b *Balancer) Status() ([]EndpointStatus, int64) {
+	s := b.snap.Load()
+	if s.ring == nil {
+		return nil, 0
+	}
+	out := make([]EndpointStatus, s.ring.Len())
+	for i, id := range s.ring.ids {
+		out[i] = EndpointStatus{
+			ID: id, Healthy: s.state.Healthy(i), Load: s.state.load(id),
+			LocalLoad: b.inflight.Load(id), Partitions: s.ring.owned[i],
+		}
+	}
+	return out, s.state.Bound()
+}

@@ -1,0 +1,183 @@
+package ring
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+)
+
+func mustBalancer(t testing.TB, ids ...string) *Balancer {
+	t.Helper()
+	b, err := NewBalancer(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetEndpoints(ids); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestLeaseCountsAndReleasesOnce(t *testing.T) {
+	b := mustBalancer(t, "a", "b")
+	l, err := b.Acquire(Request{Key: 1, Keyed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Inflight().Load(l.Endpoint); got != 1 {
+		t.Fatalf("load %d after acquire, want 1", got)
+	}
+	l.Release()
+	l.Release()
+	if got, total := b.Inflight().Load(l.Endpoint), b.Inflight().Total(); got != 0 || total != 0 {
+		t.Fatalf("after double release: load %d total %d, want 0 0", got, total)
+	}
+}
+
+func TestCountsSurviveRebuildAndRemoval(t *testing.T) {
+	b := mustBalancer(t, "a", "b", "c")
+	var leases []Lease
+	for k := range uint64(30) {
+		l, err := b.Acquire(Request{Key: k, Keyed: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, l)
+	}
+	before := b.Inflight().Counts()
+	if err := b.SetEndpoints([]string{"a", "b", "c", "d"}); err != nil {
+		t.Fatal(err)
+	}
+	for id, n := range before {
+		if got := b.Inflight().Load(id); got != n {
+			t.Fatalf("%s: %d in flight after adding d, want %d", id, got, n)
+		}
+	}
+	// Remove an endpoint that still has requests: they release into the
+	// same counter, and nothing goes negative or leaks into the total.
+	if err := b.SetEndpoints([]string{"b", "c", "d"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range leases {
+		leases[i].Release()
+		leases[i].Release()
+	}
+	if err := b.SetEndpoints([]string{"a", "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if total, counts := b.Inflight().Total(), b.Inflight().Counts(); total != 0 || len(counts) != 0 {
+		t.Fatalf("after releasing everything: total %d counts %v", total, counts)
+	}
+}
+
+func TestNoEndpointsAndAllUnhealthy(t *testing.T) {
+	b, err := NewBalancer(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(Request{Keyed: true}); err != ErrNoEndpoints {
+		t.Fatalf("no endpoints: %v", err)
+	}
+	if err := b.SetEndpoints([]string{"a", "b"}); err != nil {
+		t.Fatal(err)
+	}
+	b.SetHealthy("a", false)
+	b.SetHealthy("b", false)
+	if _, err := b.Acquire(Request{Key: 5, Keyed: true}); err != ErrNoEndpoints {
+		t.Fatalf("all unhealthy: %v", err)
+	}
+	b.SetHealthy("b", true)
+	if l, err := b.Acquire(Request{Key: 5, Keyed: true}); err != nil || l.Endpoint != "b" {
+		t.Fatalf("b healthy again: %v %v", l.Endpoint, err)
+	}
+	if err := b.SetEndpoints(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(Request{Keyed: true}); err != ErrNoEndpoints {
+		t.Fatalf("emptied: %v", err)
+	}
+}
+
+func TestHealthSurvivesEndpointChanges(t *testing.T) {
+	b := mustBalancer(t, "a", "b")
+	b.SetHealthy("a", false)
+	if err := b.SetEndpoints([]string{"a", "b", "c"}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := b.Status()
+	for _, e := range st {
+		if e.Healthy != (e.ID != "a") {
+			t.Fatalf("%+v after rebuild", e)
+		}
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.LoadFactor = 0.9
+	if _, err := NewBalancer(cfg); err == nil {
+		t.Fatal("load factor 0.9 accepted")
+	}
+}
+
+// TestConcurrentAcquireReleaseAndRebuild runs leases against endpoint and
+// health changes under the race detector; the books must balance at the end.
+func TestConcurrentAcquireReleaseAndRebuild(t *testing.T) {
+	b := mustBalancer(t, fleet(8, 0)...)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for k := range 2000 {
+				l, err := b.Acquire(Request{Key: uint64(g*10000 + k), Keyed: k%5 != 0})
+				if err == nil {
+					l.Release()
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range 50 {
+			_ = b.SetEndpoints(fleet(6+i%4, 0))
+			b.SetHealthy(fmt.Sprintf("10.0.0.%d:8000", 1+i%6), i%2 == 0)
+		}
+	})
+	wg.Wait()
+	if total := b.Inflight().Total(); total != 0 {
+		t.Fatalf("total %d after all leases released", total)
+	}
+}
+
+// TestHotKeySpillsWithinBound holds many leases on one key: the home takes
+// requests up to the bound, then they spill, and no endpoint goes over it.
+func TestHotKeySpillsWithinBound(t *testing.T) {
+	b := mustBalancer(t, fleet(4, 0)...)
+	var leases []Lease
+	decisions := map[Decision]int{}
+	for range 100 {
+		_, bound := b.Status()
+		l, err := b.Acquire(Request{Key: 77, Keyed: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := b.Inflight().Load(l.Endpoint); got > bound+1 {
+			t.Fatalf("%s holds %d, bound before the pick was %d", l.Endpoint, got, bound)
+		}
+		decisions[l.Decision]++
+		leases = append(leases, l)
+	}
+	if decisions[DecisionHome] < 25 || decisions[DecisionSpill] == 0 {
+		t.Fatalf("decisions %v: want the home filled to its share, then spills", decisions)
+	}
+	for i := range leases {
+		leases[i].Release()
+	}
+}
+
+func ExampleBalancer() {
+	b, _ := NewBalancer(DefaultConfig())
+	_ = b.SetEndpoints([]string{"http://vllm-0:8000", "http://vllm-1:8000", "http://vllm-2:8000"})
+	lease, _ := b.Acquire(Request{Key: 0x5eed, Keyed: true})
+	defer lease.Release()
+	fmt.Println(lease.Endpoint, lease.Decision)
+	// Output: http://vllm-1:8000 home
+}

@@ -1,0 +1,176 @@
+package ring
+
+import (
+	"math"
+	"slices"
+)
+
+// Decision says why a request went where it went. Operators read it in the
+// X-Prefixring-Decision header and in metrics.
+type Decision uint8
+
+const (
+	// DecisionHome: the key's home endpoint took the request.
+	DecisionHome Decision = iota
+	// DecisionSpill: the home was over the bound; a later candidate took it.
+	DecisionSpill
+	// DecisionFallback: not placed by affinity: the request had no key, its
+	// home was unhealthy or already tried, or no candidate was within the
+	// bound, so a later candidate or the least loaded endpoint took it.
+	DecisionFallback
+)
+
+var decisionNames = [...]string{"home", "spill", "fallback"}
+
+func (d Decision) String() string {
+	if int(d) < len(decisionNames) {
+		return decisionNames[d]
+	}
+	return "unknown"
+}
+
+// Loads is the in-flight load the bound reads. The local [Inflight] counters
+// implement it; the gossip layer wraps them to add other replicas' counts.
+type Loads interface {
+	// Load returns the in-flight requests on endpoint id.
+	Load(id string) int64
+	// Total returns the in-flight requests on all endpoints.
+	Total() int64
+}
+
+// Request is what a placement policy sees of one request.
+type Request struct {
+	// Key is the affinity key. For an unkeyed request it only breaks ties.
+	Key uint64
+	// Keyed is false for a request with no affinity key: it goes to the
+	// least loaded endpoint.
+	Keyed bool
+	// Exclude lists endpoint IDs already tried for this request.
+	Exclude []string
+}
+
+// State is what a pick reads besides the placement: which endpoints are
+// healthy, the loads the bound reads and the load factor. It is immutable;
+// the [Balancer] keeps one per snapshot.
+type State struct {
+	healthy  []bool // nil: all healthy
+	nHealthy int    // -1: all healthy
+	loads    Loads  // nil: every load is zero
+	c        float64
+}
+
+// NewState returns the state of a pick over r. healthy[i] reports whether
+// endpoint i of r may take requests (nil: all may); loads is what the bound
+// reads (nil: all zero); c is the load factor, >= 1.
+func NewState(r *Ring, healthy []bool, loads Loads, c float64) *State {
+	s := &State{healthy: healthy, nHealthy: len(r.ids), loads: loads, c: c}
+	if healthy != nil {
+		s.nHealthy = 0
+		for _, h := range healthy {
+			if h {
+				s.nHealthy++
+			}
+		}
+	}
+	return s
+}
+
+// Healthy reports whether endpoint i may take requests.
+func (s *State) Healthy(i int) bool { return s.healthy == nil || s.healthy[i] }
+
+// Loads returns the loads the bound reads.
+func (s *State) Loads() Loads { return s.loads }
+
+func (s *State) usable(r *Ring, i int, exclude []string) bool {
+	return s.Healthy(i) && !slices.Contains(exclude, r.ids[i])
+}
+
+func (s *State) load(id string) int64 {
+	if s.loads == nil {
+		return 0
+	}
+	return s.loads.Load(id)
+}
+
+// Bound returns the most in-flight requests an endpoint may hold and still
+// take one more: ceil(c * (total + 1) / n), n the healthy endpoints.
+func (s *State) Bound() int64 {
+	if s.nHealthy == 0 {
+		return 0
+	}
+	var total int64
+	if s.loads != nil {
+		total = s.loads.Total()
+	}
+	return int64(math.Ceil(s.c * float64(total+1) / float64(s.nHealthy)))
+}
+
+// Pick chooses the endpoint for req: the first of the key's candidates that
+// is usable and within the bound, else the least loaded usable endpoint. It
+// returns the endpoint's index, or ErrNoEndpoints when none is usable.
+func (r *Ring) Pick(req Request, s *State) (int, Decision, error) {
+	if !req.Keyed {
+		i := r.leastLoaded(req, s)
+		if i < 0 {
+			return -1, DecisionFallback, ErrNoEndpoints
+		}
+		return i, DecisionFallback, nil
+	}
+	bound := s.Bound()
+	// A bitset of visited endpoints; on the stack up to 1024 endpoints.
+	var small [16]uint64
+	seen := small[:]
+	if words := (len(r.ids) + 63) / 64; words > len(small) {
+		seen = make([]uint64, words)
+	}
+	parts := uint64(len(r.owner))
+	p := req.Key % parts
+	found, homeUsable := 0, false
+	for step := uint64(0); step < parts && found < len(r.ids); step++ {
+		i := r.owner[(p+step)%parts]
+		if seen[i/64]&(1<<(i%64)) != 0 {
+			continue
+		}
+		seen[i/64] |= 1 << (i % 64)
+		found++
+		if !s.usable(r, int(i), req.Exclude) {
+			continue
+		}
+		if found == 1 {
+			homeUsable = true
+		}
+		if s.load(r.ids[i]) <= bound {
+			switch {
+			case found == 1:
+				return int(i), DecisionHome, nil
+			case homeUsable:
+				return int(i), DecisionSpill, nil
+			default:
+				return int(i), DecisionFallback, nil
+			}
+		}
+	}
+	i := r.leastLoaded(req, s)
+	if i < 0 {
+		return -1, DecisionFallback, ErrNoEndpoints
+	}
+	return i, DecisionFallback, nil
+}
+
+// leastLoaded scans all usable endpoints from a key-derived start, so ties
+// break differently for different keys, and identically on every replica.
+func (r *Ring) leastLoaded(req Request, s *State) int {
+	n := len(r.ids)
+	start := int(req.Key % uint64(n))
+	best, bestLoad := -1, int64(math.MaxInt64)
+	for k := range n {
+		i := (start + k) % n
+		if !s.usable(r, i, req.Exclude) {
+			continue
+		}
+		if l := s.load(r.ids[i]); l < bestLoad {
+			best, bestLoad = i, l
+		}
+	}
+	return best
+}
