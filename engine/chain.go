@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"encoding/binary"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// BlockHash identifies a full KV block together with every token before it,
+// like vLLM's chained block hash: equal hashes mean equal prefixes.
+type BlockHash uint64
+
+// rootHash is the parent of a prompt's first block (vLLM's NONE_HASH, fixed
+// here so that runs are reproducible).
+const rootHash BlockHash = 0x9e3779b97f4a7c15
+
+// Prompt is what the engine needs to know of a prompt: its length in tokens
+// and the chained hashes of its full blocks (len(Blocks) == Len/blockSize).
+type Prompt struct {
+	Len    int
+	Blocks []BlockHash
+}
+
+// Chain turns a stream of tokens into a Prompt, hashing each block as soon as
+// it is full. It keeps no per-token slice: only the open, partial block.
+type Chain struct {
+	blockSize int
+	n         int
+	prev      BlockHash
+	blocks    []BlockHash
+	open      []uint32
+	buf       []byte
+}
+
+// NewChain returns an empty chain for blocks of blockSize tokens.
+func NewChain(blockSize int) *Chain {
+	return &Chain{
+		blockSize: blockSize,
+		prev:      rootHash,
+		open:      make([]uint32, 0, blockSize),
+		buf:       make([]byte, 8+4*blockSize),
+	}
+}
+
+// Append adds tokens to the chain.
+func (c *Chain) Append(tokens ...uint32) {
+	for len(tokens) > 0 {
+		take := min(c.blockSize-len(c.open), len(tokens))
+		c.open = append(c.open, tokens[:take]...)
+		tokens = tokens[take:]
+		c.n += take
+		if len(c.open) == c.blockSize {
+			c.prev = c.hash(c.prev, c.open)
+			c.blocks = append(c.blocks, c.prev)
+			c.open = c.open[:0]
+		}
+	}
+}
+
+// hash covers the parent hash and the block's tokens, with the parent in a
+// fixed-width field so that no two (parent, tokens) inputs share bytes.
+func (c *Chain) hash(parent BlockHash, block []uint32) BlockHash {
+	binary.LittleEndian.PutUint64(c.buf, uint64(parent))
+	for i, t := range block {
+		binary.LittleEndian.PutUint32(c.buf[8+4*i:], t)
+	}
+	return BlockHash(xxhash.Sum64(c.buf[:8+4*len(block)]))
+}
+
+// Len is the number of tokens appended so far.
+func (c *Chain) Len() int { return c.n }
+
+// Prompt returns the prompt built so far. The chain may be reused after
+// Reset; the returned Blocks slice is not shared with it.
+func (c *Chain) Prompt() Prompt {
+	return Prompt{Len: c.n, Blocks: append([]BlockHash(nil), c.blocks...)}
+}
+
+// Reset empties the chain, keeping its buffers.
+func (c *Chain) Reset() {
+	c.n, c.prev, c.blocks, c.open = 0, rootHash, c.blocks[:0], c.open[:0]
+}
+
+// PromptOf hashes a whole token sequence.
+func PromptOf(blockSize int, tokens []uint32) Prompt {
+	c := NewChain(blockSize)
+	c.Append(tokens...)
+	return c.Prompt()
+}

@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+)
+
+// Profile describes a model on a GPU: enough to derive the KV cache capacity
+// and the time of one engine step from a roofline (compute-bound when FLOPs
+// dominate, memory-bound when bytes do).
+type Profile struct {
+	Name string
+
+	Params        float64 // model parameters
+	Layers        int     // transformer layers
+	HiddenSize    int     // query heads x head dim: attention FLOPs per key
+	KVHeads       int     // key/value heads (GQA)
+	HeadDim       int     // per-head dimension
+	BytesPerParam float64 // weight precision
+	BytesPerKV    float64 // KV cache element precision
+
+	PeakFLOPS    float64       // dense tensor-core FLOP/s
+	MFU          float64       // fraction of PeakFLOPS reached in prefill
+	MemBandwidth float64       // HBM bytes/s
+	MBU          float64       // fraction of MemBandwidth reached in decode
+	StepOverhead time.Duration // scheduler, sampling, launch per step
+
+	GPUMemory         float64 // bytes of device memory
+	MemoryUtilization float64 // vLLM --gpu-memory-utilization
+	ActivationReserve float64 // bytes for activations, CUDA graphs, workspace
+}
+
+// Llama31_8B_H100 is Llama-3.1-8B-Instruct in bf16 on one H100 SXM 80GB.
+func Llama31_8B_H100() Profile {
+	return Profile{
+		Name: "llama-3.1-8b-h100",
+		// Architecture: meta-llama/Llama-3.1-8B config.json (32 layers,
+		// hidden 4096, 32 heads, 8 KV heads, head dim 128) and the model card
+		// (8.03 B parameters).
+		Params: 8.03e9, Layers: 32, HiddenSize: 4096, KVHeads: 8, HeadDim: 128,
+		BytesPerParam: 2, BytesPerKV: 2, // bf16 weights and KV cache
+		// NVIDIA H100 SXM datasheet: 989 TFLOP/s dense BF16, 3.35 TB/s HBM3,
+		// 80 GB.
+		PeakFLOPS: 989e12, MemBandwidth: 3.35e12, GPUMemory: 80e9,
+		// Prefill MFU of ~50% is typical of FlashAttention-backed serving at
+		// a few thousand tokens per step (roofline estimate, conservative).
+		MFU: 0.5,
+		// Decode reaches ~80% of HBM bandwidth (roofline estimate): 16 GB of
+		// weights / (0.8 x 3.35 TB/s) = 6.0 ms per step, 6.5 ms with
+		// StepOverhead, in line with the 6-7 ms inter-token latency commonly
+		// measured for this model on one H100 at low concurrency.
+		MBU: 0.8, StepOverhead: 500 * time.Microsecond,
+		// vLLM's default --gpu-memory-utilization is 0.9 (EngineArgs); ~4 GB
+		// for activations and CUDA graphs is an estimate. That leaves ~52 GB,
+		// ~396 k tokens or 24,766 blocks of 16 tokens.
+		MemoryUtilization: 0.9, ActivationReserve: 4e9,
+	}
+}
+
+// Profiles lists the named profiles.
+func Profiles() map[string]Profile {
+	p := Llama31_8B_H100()
+	return map[string]Profile{p.Name: p}
+}
+
+// KVBytesPerToken is the KV cache footprint of one token: K and V for every
+// layer and KV head (128 KiB for Llama-3.1-8B in bf16).
+func (p Profile) KVBytesPerToken() float64 {
+	return 2 * float64(p.Layers*p.KVHeads*p.HeadDim) * p.BytesPerKV
+}
+
+// KVBlocks is the number of KV blocks of blockSize tokens that fit in the
+// memory left after weights and activations.
+func (p Profile) KVBlocks(blockSize int) int {
+	free := p.GPUMemory*p.MemoryUtilization - p.Params*p.BytesPerParam - p.ActivationReserve
+	if free <= 0 {
+		return 0
+	}
+	return int(free / (p.KVBytesPerToken() * float64(blockSize)))
+}
+
+// Validate reports a profile that cannot price a step.
+func (p Profile) Validate() error {
+	switch {
+	case p.Params <= 0 || p.Layers <= 0 || p.HiddenSize <= 0 || p.KVHeads <= 0 || p.HeadDim <= 0:
+		return fmt.Errorf("engine: profile %q: model shape must be positive", p.Name)
+	case p.BytesPerParam <= 0 || p.BytesPerKV <= 0:
+		return fmt.Errorf("engine: profile %q: precisions must be positive", p.Name)
+	case p.PeakFLOPS <= 0 || p.MemBandwidth <= 0:
+		return fmt.Errorf("engine: profile %q: FLOPS and bandwidth must be positive", p.Name)
+	case p.MFU <= 0 || p.MFU > 1 || p.MBU <= 0 || p.MBU > 1:
+		return fmt.Errorf("engine: profile %q: MFU and MBU must be in (0,1]", p.Name)
+	case p.StepOverhead < 0:
+		return fmt.Errorf("engine: profile %q: negative step overhead", p.Name)
+	}
+	return nil
+}
+
+// Batch is what one step computes, as the cost model sees it.
+type Batch struct {
+	PrefillTokens  int   // prompt (or recomputed) tokens computed this step
+	PrefillPairs   int64 // causal attention (query, key) pairs of those tokens
+	PrefillContext int64 // earlier tokens whose KV the prefill chunks read
+	DecodeSeqs     int   // sequences computing one token
+	DecodeContext  int64 // KV tokens the decoding sequences attend over
+}
+
+// StepTime is the duration of a step: the overhead plus the larger of its
+// compute time and its memory time (a roofline). Compute: 2 FLOPs per
+// parameter per token, plus 4 x HiddenSize x Layers per attention pair.
+// Memory: all weights once, plus the KV cache read by attention.
+func (p Profile) StepTime(b Batch) time.Duration {
+	tokens := float64(b.PrefillTokens + b.DecodeSeqs)
+	if tokens == 0 {
+		return 0
+	}
+	pairs := float64(b.PrefillPairs + b.DecodeContext)
+	flops := 2*p.Params*tokens + 4*float64(p.HiddenSize*p.Layers)*pairs
+	bytes := p.Params*p.BytesPerParam + p.KVBytesPerToken()*float64(b.PrefillContext+b.DecodeContext)
+	sec := max(flops/(p.PeakFLOPS*p.MFU), bytes/(p.MemBandwidth*p.MBU))
+	return p.StepOverhead + time.Duration(sec*1e9)
+}

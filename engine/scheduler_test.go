@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"testing"
+	"time"
+)
+
+func TestPreemptionByRecompute(t *testing.T) {
+	// 8 blocks of 4 tokens. A and B each need 5 blocks at the end (8-token
+	// prompt + 12 output tokens, the last one without KV): both fit until
+	// A's 10th output token, when A needs its 5th block and B, admitted
+	// last, is preempted. B's prompt blocks stay cached, so it resumes from
+	// them once A finishes and recomputes its 9 generated tokens.
+	e := newEngine(t, smallConfig(8))
+	a := req(1, 4, seq(0, 8), 12)
+	b := req(2, 4, seq(100, 8), 12)
+	add(t, e, a, 0)
+	add(t, e, b, 0)
+	now, preemptAt := time.Duration(0), 0
+	for i := 1; e.Busy(); i++ {
+		r := step(t, e, now)
+		now = r.End
+		if r.Preemptions > 0 {
+			if preemptAt != 0 {
+				t.Fatalf("second preemption at step %d", i)
+			}
+			preemptAt = i
+			if b.Output != 9 || a.Output != 10 {
+				t.Fatalf("at preemption: A has %d tokens, B %d; want 10 and 9", a.Output, b.Output)
+			}
+		}
+		if i == 13 && (b.computed != 17 || b.Output != 10) {
+			t.Fatalf("step 13: B computed %d output %d, want 17 and 10", b.computed, b.Output)
+		}
+		if i > 15 {
+			t.Fatal("more than 15 steps")
+		}
+	}
+	if preemptAt != 10 || a.Preemptions != 0 || b.Preemptions != 1 {
+		t.Fatalf("preempted at step %d (A %d, B %d), want step 10, B once", preemptAt, a.Preemptions, b.Preemptions)
+	}
+	if a.PrefillComputed != 8 || b.PrefillComputed != 8+9 {
+		t.Fatalf("prefill computed A %d B %d, want 8 and 17", a.PrefillComputed, b.PrefillComputed)
+	}
+	if a.Output != 12 || b.Output != 12 || e.kv.free != 8 {
+		t.Fatalf("outputs %d/%d, free blocks %d; want 12/12 and 8", a.Output, b.Output, e.kv.free)
+	}
+}
+
+func TestMaxNumSeqs(t *testing.T) {
+	cfg := smallConfig(64)
+	cfg.MaxNumSeqs = 2
+	e := newEngine(t, cfg)
+	for i := range 3 {
+		add(t, e, req(uint64(i), 4, seq(10*i, 4), 3), 0)
+	}
+	r := step(t, e, 0)
+	if len(r.Admitted) != 2 || e.Running() != 2 || e.Waiting() != 1 {
+		t.Fatalf("admitted %d, running %d, waiting %d; want 2, 2, 1", len(r.Admitted), e.Running(), e.Waiting())
+	}
+}
+
+func TestChunkedPrefill(t *testing.T) {
+	cfg := smallConfig(64)
+	cfg.MaxNumBatchedTokens = 8
+	e := newEngine(t, cfg)
+	a := req(1, 4, seq(0, 20), 2)
+	b := req(2, 4, seq(100, 6), 2)
+	add(t, e, a, 0)
+	add(t, e, b, 0)
+	want := []struct {
+		batch     Batch
+		firstToks int
+	}{
+		{Batch{PrefillTokens: 8, PrefillPairs: 36}, 0},                                                           // A 0..8; B waits: no budget
+		{Batch{PrefillTokens: 8, PrefillPairs: 8*8 + 36, PrefillContext: 8}, 0},                                  // A 8..16
+		{Batch{PrefillTokens: 8, PrefillPairs: 4*16 + 10 + 10, PrefillContext: 16}, 1},                           // A 16..20 (token 1), B 0..4
+		{Batch{PrefillTokens: 2, PrefillPairs: 2*4 + 3, PrefillContext: 4, DecodeSeqs: 1, DecodeContext: 21}, 1}, // A decodes, B 4..6
+	}
+	now := time.Duration(0)
+	for i, w := range want {
+		r := step(t, e, now)
+		now = r.End
+		if r.Batch != w.batch {
+			t.Fatalf("step %d: batch %+v, want %+v", i+1, r.Batch, w.batch)
+		}
+		first := 0
+		for _, q := range r.Tokens {
+			if q.Output == 1 {
+				first++
+			}
+		}
+		if first != w.firstToks {
+			t.Fatalf("step %d: %d first tokens, want %d", i+1, first, w.firstToks)
+		}
+	}
+	if a.Output != 2 || !a.Done || b.Output != 1 {
+		t.Fatalf("after 4 steps: A %d tokens (done %v), B %d; want 2 (done), 1", a.Output, a.Done, b.Output)
+	}
+}
+
+func TestStepTime(t *testing.T) {
+	p := Llama31_8B_H100()
+	cases := []struct {
+		name string
+		b    Batch
+		want time.Duration
+	}{
+		// Memory-bound: 16.06 GB weights + 1000 x 128 KiB KV over 2.68 TB/s.
+		{"decode 1 seq, 1000 ctx", Batch{DecodeSeqs: 1, DecodeContext: 1000}, 6541444 * time.Nanosecond},
+		// Compute-bound: 2 x 8.03e9 x 1024 + 4 x 4096 x 32 x 1024*1025/2
+		// FLOPs over 494.5 TFLOP/s.
+		{"prefill 1024 cold", Batch{PrefillTokens: 1024, PrefillPairs: 1024 * 1025 / 2}, 34313116 * time.Nanosecond},
+		{"prefill 8192 cold", Batch{PrefillTokens: 8192, PrefillPairs: 8192 * 8193 / 2}, 302133677 * time.Nanosecond},
+		{"idle", Batch{}, 0},
+	}
+	for _, c := range cases {
+		if got := p.StepTime(c.b); got != c.want {
+			t.Errorf("%s: %v (%d ns), want %v", c.name, got, int64(got), c.want)
+		}
+	}
+}
+
+func TestEngineRejectsBadInput(t *testing.T) {
+	e := newEngine(t, smallConfig(8))
+	if err := e.Add(&Request{Prompt: Prompt{}, MaxTokens: 1}, 0); err == nil {
+		t.Error("empty prompt accepted")
+	}
+	if err := e.Add(&Request{Prompt: Prompt{Len: 8}, MaxTokens: 1}, 0); err == nil {
+		t.Error("prompt without its block hashes accepted")
+	}
+	bad := DefaultConfig()
+	bad.MaxNumSeqs = 0
+	if _, err := New(bad); err == nil {
+		t.Error("MaxNumSeqs 0 accepted")
+	}
+}

@@ -1,0 +1,106 @@
+package engine
+
+import (
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// The stand-in tokenizer: text is cut into chunks of CharsPerToken bytes from
+// its start and each chunk becomes one token id in [0, VocabSize). About four
+// characters per token is the usual figure for English text under BPE
+// tokenizers such as Llama 3's; the ids carry no meaning, but the same text
+// always yields the same ids, and two texts sharing a prefix share the tokens
+// of every whole chunk in it.
+const (
+	CharsPerToken = 4
+	VocabSize     = 128256 // Llama 3's vocabulary size (config.json vocab_size)
+)
+
+// Tokenize returns the stand-in token ids of text.
+func Tokenize(text string) []uint32 {
+	out := make([]uint32, 0, CountTokens(text))
+	for i := 0; i < len(text); i += CharsPerToken {
+		chunk := text[i:min(i+CharsPerToken, len(text))]
+		out = append(out, uint32(xxhash.Sum64String(chunk)%VocabSize))
+	}
+	return out
+}
+
+// CountTokens is len(Tokenize(text)) without the allocation.
+func CountTokens(text string) int {
+	return (len(text) + CharsPerToken - 1) / CharsPerToken
+}
+
+// Message is one chat turn.
+type Message struct {
+	Role    string
+	Content string
+}
+
+// RenderChat applies a Llama-3-like chat template and adds the assistant
+// header, so that the turns of one conversation share a prefix.
+func RenderChat(msgs []Message) string {
+	var b strings.Builder
+	b.WriteString("<|begin_of_text|>")
+	for _, m := range msgs {
+		b.WriteString("<|start_header_id|>")
+		b.WriteString(m.Role)
+		b.WriteString("<|end_header_id|>\n\n")
+		b.WriteString(m.Content)
+		b.WriteString("<|eot_id|>")
+	}
+	b.WriteString("<|start_header_id|>assistant<|end_header_id|>\n\n")
+	return b.String()
+}
+
+// fillerWords are output tokens: CharsPerToken characters each, so that the
+// stand-in tokenizer counts generated text exactly as it was generated.
+var fillerWords = [...]string{
+	" the", " and", " for", " are", " but", " not", " you", " all",
+	" any", " can", " had", " her", " was", " one", " our", " out",
+}
+
+// FillerToken is the text of output token i (0-based) of any request.
+func FillerToken(i int) string { return fillerWords[i%len(fillerWords)] }
+
+// FillerText is the text of output tokens [from, to).
+func FillerText(from, to int) string {
+	var b strings.Builder
+	b.Grow((to - from) * CharsPerToken)
+	for i := from; i < to; i++ {
+		b.WriteString(FillerToken(i))
+	}
+	return b.String()
+}
+
+// TraceBlockTokens appends to dst the first n tokens of the fixed block that a
+// trace hash_id stands for (Mooncake traces give each 512-token block of a
+// prompt an id; equal ids mean equal blocks). The tokens are a pure function
+// of (hashID, position), so shared ids really share tokens.
+func TraceBlockTokens(dst []uint32, hashID uint64, n int) []uint32 {
+	for j := 0; j < n; j++ {
+		dst = append(dst, uint32(splitmix64(hashID<<20|uint64(j))%VocabSize))
+	}
+	return dst
+}
+
+// AppendTraceBlock appends the first n tokens of trace block hashID to c
+// without materializing more than one engine block of tokens at a time.
+func (c *Chain) AppendTraceBlock(hashID uint64, n int) {
+	var buf [64]uint32
+	for j := 0; j < n; j += len(buf) {
+		k := min(len(buf), n-j)
+		for i := 0; i < k; i++ {
+			buf[i] = uint32(splitmix64(hashID<<20|uint64(j+i)) % VocabSize)
+		}
+		c.Append(buf[:k]...)
+	}
+}
+
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
