@@ -79,8 +79,9 @@ func FillerText(from, to int) string {
 // prompt an id; equal ids mean equal blocks). The tokens are a pure function
 // of (hashID, position), so shared ids really share tokens.
 func TraceBlockTokens(dst []uint32, hashID uint64, n int) []uint32 {
+	seed := splitmix64(hashID)
 	for j := 0; j < n; j++ {
-		dst = append(dst, uint32(splitmix64(hashID<<20|uint64(j))%VocabSize))
+		dst = append(dst, uint32(splitmix64(seed+uint64(j))%VocabSize))
 	}
 	return dst
 }
@@ -89,10 +90,11 @@ func TraceBlockTokens(dst []uint32, hashID uint64, n int) []uint32 {
 // without materializing more than one engine block of tokens at a time.
 func (c *Chain) AppendTraceBlock(hashID uint64, n int) {
 	var buf [64]uint32
+	seed := splitmix64(hashID)
 	for j := 0; j < n; j += len(buf) {
 		k := min(len(buf), n-j)
 		for i := 0; i < k; i++ {
-			buf[i] = uint32(splitmix64(hashID<<20|uint64(j+i)) % VocabSize)
+			buf[i] = uint32(splitmix64(seed+uint64(j+i)) % VocabSize)
 		}
 		c.Append(buf[:k]...)
 	}
