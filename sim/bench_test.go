@@ -60,6 +60,6 @@ func report(b *testing.B, res *Result) {
 	}
 	b.ReportMetric(float64(res.Steps), "steps")
 	b.ReportMetric(float64(cached)/float64(prompt), "hit-ratio")
-	b.ReportMetric((ttft / time.Duration(n)).Seconds()*1e3, "mean-ttft-ms")
+	b.ReportMetric((ttft/time.Duration(n)).Seconds()*1e3, "mean-ttft-ms")
 	b.ReportMetric(float64(len(res.Records)-n), "rejected")
 }
