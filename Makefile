@@ -1,0 +1,46 @@
+# prefixring. `make test` is what CI runs; `make demo` is the quick start.
+GO      ?= go
+BIN     := bin/prefixring
+PKGS    := ./...
+FUZZTIME ?= 2m
+
+.PHONY: all build test vet fmt-check tidy-check bench bench-proxy demo fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/prefixring
+
+# The test suite: race detector on, no cache, vet and gofmt clean.
+test: fmt-check vet
+	$(GO) test -race -count=1 $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+tidy-check:
+	$(GO) mod tidy -diff
+
+# Microbenchmarks of the hot path: key extraction, ring pick, proxy.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./prefix/ ./ring/ ./proxy/
+
+# requests/s and added latency: direct vs prefixring vs HAProxy 2.6.
+bench-proxy: build
+	scripts/bench-proxy.sh
+
+# Each fuzz target for FUZZTIME.
+fuzz:
+	@for t in $$($(GO) test -list 'Fuzz.*' ./prefix/ | grep ^Fuzz); do \
+		echo "== $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -parallel 1 ./prefix/ || exit 1; \
+	done
+
+demo: build
+	scripts/demo.sh
+
+clean:
+	rm -rf bin

@@ -1,0 +1,44 @@
+// Command prefixring routes OpenAI-compatible inference requests to the
+// server most likely to hold their prompt prefix in its KV cache.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+func main() {
+	if err := newApp().Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "prefixring:", err)
+		os.Exit(1)
+	}
+}
+
+func newApp() *cli.App {
+	return &cli.App{
+		Name:  "prefixring",
+		Usage: "prefix-affinity router for fleets of LLM inference servers",
+		Description: "Every flag can also be set through the environment variable named in its help " +
+			"(PREFIXRING_ followed by the flag name in upper case, dashes as underscores).",
+		Commands: []*cli.Command{
+			serveCommand(),
+		},
+	}
+}
+
+// env names the environment variable of a flag: --load-factor reads
+// PREFIXRING_LOAD_FACTOR.
+func env(flag string) []string {
+	b := []byte("PREFIXRING_" + flag)
+	for i, c := range b {
+		switch {
+		case c == '-':
+			b[i] = '_'
+		case c >= 'a' && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return []string{string(b)}
+}

@@ -1,0 +1,116 @@
+package proxy
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prefixring/prefixring/ring"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// Metrics are the request path's Prometheus metrics. A nil *Metrics
+// records nothing.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	ttfb     *prometheus.HistogramVec
+	retries  *prometheus.CounterVec
+	ejects   *prometheus.CounterVec
+}
+
+// LLM requests run from milliseconds (a cached short prompt) to minutes (a
+// long generation), so the buckets span 5 ms to ~5 min.
+var latencyBuckets = prometheus.ExponentialBuckets(0.005, 2, 17)
+
+// NewMetrics registers the metrics on reg. status, if not nil, is read at
+// each scrape for the in-flight gauge, so the hot path pays nothing for it.
+func NewMetrics(reg prometheus.Registerer, status func() ([]ring.EndpointStatus, int64)) *Metrics {
+	f := promauto.With(reg)
+	m := &Metrics{
+		requests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "prefixring_requests_total",
+			Help: "Requests answered, by endpoint, HTTP status and routing decision (home, spill, fallback; none when no endpoint was picked).",
+		}, []string{"endpoint", "status", "decision"}),
+		duration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "prefixring_upstream_duration_seconds", Help: "Time from sending a request upstream to the end of its response body.",
+			Buckets: latencyBuckets,
+		}, []string{"endpoint"}),
+		ttfb: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "prefixring_upstream_ttfb_seconds", Help: "Time from sending a request upstream to the first byte of its response body (for streams, about the time to first token).",
+			Buckets: latencyBuckets,
+		}, []string{"endpoint"}),
+		retries: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "prefixring_retries_total", Help: "Requests retried on another endpoint, by the endpoint that failed.",
+		}, []string{"endpoint"}),
+		ejects: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "prefixring_ejections_total", Help: "Endpoints taken out of the candidate set, by reason (probe, passive).",
+		}, []string{"endpoint", "reason"}),
+	}
+	if status != nil {
+		reg.MustRegister(&statusCollector{status: status})
+	}
+	return m
+}
+
+func (m *Metrics) request(endpoint string, status int, decision string) {
+	if m != nil {
+		m.requests.WithLabelValues(endpoint, strconv.Itoa(status), decision).Inc()
+	}
+}
+
+func (m *Metrics) upstream(endpoint string, ttfb, total time.Duration, sawBody bool) {
+	if m == nil {
+		return
+	}
+	if sawBody {
+		m.ttfb.WithLabelValues(endpoint).Observe(ttfb.Seconds())
+	}
+	m.duration.WithLabelValues(endpoint).Observe(total.Seconds())
+}
+
+func (m *Metrics) retried(endpoint string) {
+	if m != nil {
+		m.retries.WithLabelValues(endpoint).Inc()
+	}
+}
+
+func (m *Metrics) ejected(endpoint, reason string) {
+	if m != nil {
+		m.ejects.WithLabelValues(endpoint, reason).Inc()
+	}
+}
+
+// statusCollector reports in-flight load and health per endpoint at scrape
+// time from the balancer's snapshot.
+type statusCollector struct {
+	status func() ([]ring.EndpointStatus, int64)
+}
+
+var (
+	inflightDesc = prometheus.NewDesc("prefixring_inflight_requests",
+		"In-flight requests per endpoint: this replica's own (scope=local) and what the bound reads (scope=cluster).",
+		[]string{"endpoint", "scope"}, nil)
+	healthyDesc = prometheus.NewDesc("prefixring_endpoint_healthy", "1 if the endpoint is in the candidate set.", []string{"endpoint"}, nil)
+	boundDesc   = prometheus.NewDesc("prefixring_load_bound", "The in-flight count above which an endpoint spills a key's requests.", nil, nil)
+)
+
+func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- inflightDesc
+	ch <- healthyDesc
+	ch <- boundDesc
+}
+
+func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
+	st, bound := c.status()
+	for _, e := range st {
+		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(e.LocalLoad), e.ID, "local")
+		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(e.Load), e.ID, "cluster")
+		h := 0.0
+		if e.Healthy {
+			h = 1
+		}
+		ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, h, e.ID)
+	}
+	ch <- prometheus.MustNewConstMetric(boundDesc, prometheus.GaugeValue, float64(bound))
+}
