@@ -1,0 +1,52 @@
+// Package prefix turns an OpenAI-compatible request body into an affinity
+// key: requests that share a long prompt prefix get the same key, so the
+// ring sends them to the server whose KV cache already holds that prefix.
+//
+// The package is a pure core: no I/O, no goroutines, no clock. Key walks
+// the body once with a small hand-written JSON scanner that hashes only the
+// fields that reach the prompt and skips everything else (long strings at
+// memchr speed), without allocating.
+//
+// # What is keyed
+//
+// Every key starts with the route kind and the model name, hashed whole.
+// vLLM serves a LoRA adapter under its own model name and SGLang accepts
+// "base:adapter" names or a "lora_path" field; an adapter's KV cache is not
+// its base model's, so both the model string and a string "lora_path" are
+// part of the key. Then:
+//
+//   - chat (/v1/chat/completions): three parts, each read up to
+//     Config.MaxChars characters: the tool definitions ("tools", as a token
+//     stream: formatting is ignored, member order is not, because chat
+//     templates render tools with json.dumps in the order given); the
+//     preamble (role and text of every message before the first user
+//     message); and the anchor (the text of the first user message). Nothing
+//     after the first user message is read, so every turn of a conversation
+//     keys like its first turn, and a shared system prompt of any length
+//     does not hide the question that tells conversations apart.
+//   - completions ("prompt") and embeddings ("input"): the anchor is the
+//     first MaxChars characters of the prompt (of the first prompt of a
+//     batch). Token-id prompts hash the ids, 4 characters' worth each.
+//
+// Text parts of a content array are joined with a separator; other parts
+// (images, audio) are not keyed. Characters are Unicode code points of the
+// decoded JSON string, so escapes and literal text key alike, and a cut
+// never falls inside a UTF-8 sequence; invalid UTF-8 bytes and lone
+// surrogates hash as U+FFFD, as encoding/json decodes them.
+//
+// With Config.Common (a table learned by counting anchor prefixes in a
+// Tally), Key first skips a leading part of the anchor that a large share
+// of all traffic starts with, ChunkChars at a time, and reads its MaxChars
+// after it. docs/prefix-key.md measures when that helps.
+//
+// # What is validated
+//
+// The scanner checks what it reads: the body is a JSON object; "model" is a
+// string; the prompt or "messages" is present and well typed; every message
+// up to the first user message is an object with a string "role" and a
+// string, array-of-parts or null "content"; text parts have string text;
+// the token ids it reads are integers in [0, 2^32); "tools" is an array.
+// Everything else (later messages, other fields, trailing bytes, whether
+// brackets match in skipped values) is skipped without validation and left
+// to the upstream. Duplicate members: the first wins.
+package prefix

@@ -1,0 +1,348 @@
+package prefix
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// This file is a slow, obviously-correct implementation of the key, written
+// from the specification in doc.go on top of encoding/json. The fuzz tests
+// check that the scanner agrees with it on every body encoding/json accepts.
+
+// member and object keep members in order, duplicates included:
+// map[string]any would lose the order of tool definitions and apply
+// last-wins to duplicates, where the key uses first-wins.
+type member struct {
+	key string
+	val any
+}
+type object []member
+
+func (o object) get(name string) (any, bool) {
+	for _, m := range o {
+		if m.key == name {
+			return m.val, true
+		}
+	}
+	return nil, false
+}
+
+func decodeTree(d *json.Decoder) (any, error) {
+	tok, err := d.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		var o object
+		for d.More() {
+			k, err := d.Token()
+			if err != nil {
+				return nil, err
+			}
+			v, err := decodeTree(d)
+			if err != nil {
+				return nil, err
+			}
+			o = append(o, member{k.(string), v})
+		}
+		_, err := d.Token()
+		return o, err
+	case json.Delim('['):
+		a := []any{}
+		for d.More() {
+			v, err := decodeTree(d)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		_, err := d.Token()
+		return a, err
+	}
+	return tok, nil
+}
+
+// refStream is a unit stream with the budget rules of text.
+type refStream struct {
+	units [][]byte
+	cost  []int
+}
+
+func (r *refStream) runes(s string) {
+	for _, c := range s {
+		r.units = append(r.units, []byte(string(c)))
+		r.cost = append(r.cost, 1)
+	}
+}
+func (r *refStream) sep(c byte) { r.units = append(r.units, []byte{c}); r.cost = append(r.cost, 1) }
+func (r *refStream) token(v uint32) {
+	r.units = append(r.units, binary.LittleEndian.AppendUint32(nil, v))
+	r.cost = append(r.cost, 4)
+}
+
+// hash applies the budget: units are taken while fewer than limit have been
+// taken; at each multiple of ChunkChars a prefix found in common extends
+// the limit to that point plus max, and the first prefix not found ends the
+// search.
+func (r *refStream) hash(max int, common *Common) (uint64, error) {
+	var buf []byte
+	n, limit, next := 0, max, 0
+	if common != nil {
+		next = ChunkChars
+	}
+	for i, u := range r.units {
+		if n >= limit {
+			break
+		}
+		if u == nil {
+			return 0, errRef
+		}
+		buf = append(buf, u...)
+		n += r.cost[i]
+		if next > 0 && n >= next {
+			if common.has(xxhash.Sum64(buf)) {
+				limit, next = n+max, next+ChunkChars
+			} else {
+				next = 0
+			}
+		}
+	}
+	return xxhash.Sum64(buf), nil
+}
+
+var errRef = errors.New("reference: invalid")
+
+// refTokens appends every token id; an invalid one becomes a nil unit,
+// which is an error only if the budget reaches it.
+func refTokens(a []any, st *refStream) {
+	for _, v := range a {
+		num, _ := v.(json.Number)
+		u, err := strconv.ParseUint(string(num), 10, 32)
+		if err != nil || bytes.ContainsAny([]byte(num), "+-.eE") {
+			st.units = append(st.units, nil)
+			st.cost = append(st.cost, 4)
+			continue
+		}
+		st.token(uint32(u))
+	}
+}
+
+func refPrompt(v any, st *refStream) error {
+	switch p := v.(type) {
+	case string:
+		st.runes(p)
+		return nil
+	case []any:
+		if len(p) == 0 {
+			return errRef
+		}
+		switch f := p[0].(type) {
+		case string:
+			st.runes(f)
+			return nil
+		case []any:
+			refTokens(f, st)
+			return nil
+		}
+		refTokens(p, st)
+		return nil
+	}
+	return errRef
+}
+
+func refContent(v any, st *refStream) error {
+	switch c := v.(type) {
+	case nil:
+		return nil
+	case string:
+		st.runes(c)
+		return nil
+	case []any:
+		texts := 0
+		for _, p := range c {
+			part, ok := p.(object)
+			if !ok {
+				return errRef
+			}
+			typ, _ := part.get("type")
+			if typ != "text" {
+				continue
+			}
+			txt, ok := part.get("text")
+			s, isStr := txt.(string)
+			if !ok || !isStr {
+				return errRef
+			}
+			if texts++; texts > 1 {
+				st.sep(sepPart)
+			}
+			st.runes(s)
+		}
+		return nil
+	}
+	return errRef
+}
+
+func refTools(v any, st *refStream) {
+	switch x := v.(type) {
+	case object:
+		st.sep('{')
+		for _, m := range x {
+			refTools(m.key, st)
+			refTools(m.val, st)
+		}
+		st.sep('}')
+	case []any:
+		st.sep('[')
+		for _, e := range x {
+			refTools(e, st)
+		}
+		st.sep(']')
+	case string:
+		st.sep(sepMessage)
+		st.runes(x)
+		st.sep(sepRole)
+	default:
+		st.sep(sepPart)
+		var lit string
+		switch y := x.(type) {
+		case json.Number:
+			lit = string(y)
+		case bool:
+			lit = strconv.FormatBool(y)
+		case nil:
+			lit = "null"
+		}
+		for i := 0; i < len(lit); i++ {
+			st.sep(lit[i])
+		}
+	}
+}
+
+// refKey is the reference Key. valid is false when encoding/json rejects
+// the body (the scanner is then only required not to panic).
+func refKey(cfg Config, route Route, body []byte) (key uint64, ok, valid bool, err error) {
+	if !json.Valid(body) {
+		return 0, false, false, nil
+	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	tree, err := decodeTree(d)
+	if err != nil && err != io.EOF {
+		return 0, false, false, nil
+	}
+	top, isObj := tree.(object)
+	if route == RouteOther {
+		if !isObj {
+			return 0, false, true, nil
+		}
+		for _, m := range top {
+			if m.key == "messages" {
+				route = RouteChat
+				break
+			}
+			if m.key == "prompt" {
+				route = RouteCompletions
+			}
+			if m.key == "input" && route == RouteOther {
+				route = RouteEmbeddings
+			}
+		}
+		if route == RouteOther {
+			return 0, false, true, nil
+		}
+		key, _, _, err := refKey(cfg, route, body)
+		return key, err == nil, true, nil
+	}
+	if !isObj {
+		return 0, false, true, errRef
+	}
+	key, err = refTop(cfg, route, top)
+	return key, err == nil, true, err
+}
+
+func refTop(cfg Config, route Route, top object) (uint64, error) {
+	var b [1 + 5*8]byte
+	b[0] = route.tag()
+	model, ok := top.get("model")
+	ms, isStr := model.(string)
+	if !ok || !isStr {
+		return 0, errRef
+	}
+	binary.LittleEndian.PutUint64(b[1:], xxhash.Sum64String(ms))
+	if v, _ := top.get("lora_path"); v != nil {
+		if lora, isStr := v.(string); isStr {
+			binary.LittleEndian.PutUint64(b[9:], xxhash.Sum64String(lora))
+		}
+	}
+	var anchor refStream
+	switch route {
+	case RouteChat:
+		if tools, ok := top.get("tools"); ok && tools != nil {
+			if _, isArr := tools.([]any); !isArr {
+				return 0, errRef
+			}
+			var st refStream
+			refTools(tools, &st)
+			h, _ := st.hash(cfg.MaxChars, nil)
+			binary.LittleEndian.PutUint64(b[17:], h)
+		}
+		msgs, ok := top.get("messages")
+		list, isArr := msgs.([]any)
+		if !ok || !isArr || len(list) == 0 {
+			return 0, errRef
+		}
+		var pre refStream
+		for _, m := range list {
+			msg, isObj := m.(object)
+			if !isObj {
+				return 0, errRef
+			}
+			role, ok := msg.get("role")
+			rs, isStr := role.(string)
+			if !ok || !isStr {
+				return 0, errRef
+			}
+			content, _ := msg.get("content")
+			if rs == "user" {
+				if err := refContent(content, &anchor); err != nil {
+					return 0, err
+				}
+				break
+			}
+			pre.sep(sepMessage)
+			pre.runes(rs)
+			pre.sep(sepRole)
+			if err := refContent(content, &pre); err != nil {
+				return 0, err
+			}
+		}
+		h, _ := pre.hash(cfg.MaxChars, nil)
+		binary.LittleEndian.PutUint64(b[25:], h)
+	default:
+		name := "prompt"
+		if route == RouteEmbeddings {
+			name = "input"
+		}
+		p, ok := top.get(name)
+		if !ok {
+			return 0, errRef
+		}
+		if err := refPrompt(p, &anchor); err != nil {
+			return 0, err
+		}
+	}
+	h, err := anchor.hash(cfg.MaxChars, cfg.Common)
+	if err != nil {
+		return 0, err
+	}
+	binary.LittleEndian.PutUint64(b[33:], h)
+	return xxhash.Sum64(b[:]), nil
+}

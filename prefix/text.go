@@ -1,0 +1,243 @@
+package prefix
+
+import (
+	"encoding/binary"
+	"unicode/utf8"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Separator bytes in hashed streams. 0xF8-0xFF never occur in UTF-8, and
+// invalid input bytes are hashed as U+FFFD, so a separator can never be
+// confused with text.
+const (
+	sepMessage = 0xFF // starts a preamble message; opens a string in tools
+	sepRole    = 0xFE // ends a role; closes a string in tools
+	sepPart    = 0xFD // between text parts; opens a literal in tools
+)
+
+// text hashes a budgeted stream of units: one unit per code point of
+// decoded string text, per separator byte and per literal byte; four per
+// token id. Reading stops after limit units. With a Common table, every
+// ChunkChars units the prefix read so far is looked up and, while it is
+// common, limit moves ChunkChars further.
+type text struct {
+	d      xxhash.Digest
+	n      int // units hashed so far
+	limit  int // stop after this many units
+	window int // MaxChars
+	next   int // next chunk boundary to examine; 0 = none
+	common *Common
+	obs    []uint64 // observe mode (Keyer.Prefixes): boundary hashes
+	obsMax int
+}
+
+func (t *text) init(window int, common *Common) {
+	t.d.Reset()
+	t.limit, t.window, t.common = window, window, common
+	if common != nil {
+		t.next = ChunkChars
+	}
+}
+
+func (t *text) full() bool { return t.n >= t.limit }
+
+// room is how many units may be hashed before the next event.
+func (t *text) room() int {
+	if t.next > 0 && t.next < t.limit {
+		return t.next - t.n
+	}
+	return t.limit - t.n
+}
+
+// event runs when n reaches a chunk boundary or the limit. Common prefixes
+// are prefix-closed (a prefix of a common prefix is at least as common), so
+// the first uncommon boundary ends the search.
+func (t *text) event() {
+	if t.next == 0 || t.n < t.next {
+		return
+	}
+	h := t.d.Sum64()
+	switch {
+	case t.obsMax > 0:
+		t.obs = append(t.obs, h)
+		if len(t.obs) >= t.obsMax {
+			t.next = 0
+			return
+		}
+	case t.common.has(h):
+		t.limit = t.n + t.window
+	default:
+		t.next = 0
+		return
+	}
+	t.next += ChunkChars
+}
+
+// sep hashes one separator byte as one unit.
+func (t *text) sep(c byte) {
+	if t.full() {
+		return
+	}
+	t.d.Write([]byte{c})
+	t.n++
+	t.event()
+}
+
+// token hashes one token id as four little-endian bytes (four units).
+func (t *text) token(v uint32) {
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], v)
+	t.d.Write(b[:])
+	t.n += 4
+	t.event()
+}
+
+// ascii8 reports whether the 8 bytes in x are ASCII and none is '"' or '\\':
+// such a word can be hashed as it stands, 8 units at once.
+func ascii8(x uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	q := x ^ (lo * '"')
+	bs := x ^ (lo * '\\')
+	return (x|((q-lo)&^q)|((bs-lo)&^bs))&hi == 0
+}
+
+var replacement = []byte(string(utf8.RuneError))
+
+// str hashes the decoded text of the JSON string at s.i (which must be at
+// its opening quote) until the budget runs out, then skips the rest.
+// Decoding follows encoding/json: escapes are decoded, surrogate pairs
+// joined, and lone surrogates and invalid UTF-8 bytes become U+FFFD.
+func (t *text) str(s *scanner) error {
+	b := s.b
+	i := s.i + 1
+	start := i
+	for {
+		room := t.room()
+		if room == 0 {
+			t.d.Write(b[start:i])
+			start = i
+			t.event()
+			if t.room() == 0 {
+				break
+			}
+			continue
+		}
+		if room >= 8 && i+8 <= len(b) && ascii8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+			t.n += 8
+			continue
+		}
+		if i >= len(b) {
+			return errSyntax
+		}
+		switch c := b[i]; {
+		case c == '"':
+			t.d.Write(b[start:i])
+			s.i = i + 1
+			return nil
+		case c == '\\':
+			t.d.Write(b[start:i])
+			r, next, ok := unescape(b, i)
+			if !ok {
+				return errSyntax
+			}
+			var buf [4]byte
+			t.d.Write(appendRune(buf[:0], r))
+			i, start = next, next
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				t.d.Write(b[start:i])
+				t.d.Write(replacement)
+				start = i + 1
+			}
+			i += size
+		}
+		t.n++
+	}
+	t.d.Write(b[start:i])
+	end := stringEnd(b, i)
+	if end < 0 {
+		return errSyntax
+	}
+	s.i = end + 1
+	return nil
+}
+
+// lit hashes the bytes of a literal (number, true, false, null), one unit
+// each, within the budget.
+func (t *text) lit(v []byte) {
+	for len(v) > 0 && !t.full() {
+		n := min(len(v), t.room())
+		t.d.Write(v[:n])
+		t.n += n
+		v = v[n:]
+		t.event()
+	}
+}
+
+func appendRune(b []byte, r rune) []byte { return utf8.AppendRune(b, r) }
+
+// unescape decodes the escape at b[i] == '\\' and returns the rune and the
+// index after it, exactly as encoding/json would.
+func unescape(b []byte, i int) (r rune, next int, ok bool) {
+	if i+1 >= len(b) {
+		return 0, 0, false
+	}
+	switch b[i+1] {
+	case '"', '\\', '/':
+		return rune(b[i+1]), i + 2, true
+	case 'b':
+		return '\b', i + 2, true
+	case 'f':
+		return '\f', i + 2, true
+	case 'n':
+		return '\n', i + 2, true
+	case 'r':
+		return '\r', i + 2, true
+	case 't':
+		return '\t', i + 2, true
+	case 'u':
+		r = hex4(b, i+2)
+		if r < 0 {
+			return 0, 0, false
+		}
+		if r < 0xD800 || r > 0xDFFF {
+			return r, i + 6, true
+		}
+		// A surrogate: join it with a following \u low surrogate, else
+		// it stands alone and becomes U+FFFD.
+		if r < 0xDC00 && i+7 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+			if r2 := hex4(b, i+8); r2 >= 0xDC00 && r2 <= 0xDFFF {
+				return 0x10000 + (r-0xD800)<<10 + (r2 - 0xDC00), i + 12, true
+			}
+		}
+		return utf8.RuneError, i + 6, true
+	}
+	return 0, 0, false
+}
+
+// hex4 parses four hex digits at b[i:], or returns -1.
+func hex4(b []byte, i int) rune {
+	if i+4 > len(b) {
+		return -1
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
