@@ -1,0 +1,245 @@
+package gossip
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Wire format, version 1. Every message starts with the version byte and a
+// kind byte. Integers are varints; strings are length-prefixed.
+//
+//	header: node, addr, incarnation, version, stamp, flags (bit 0: left)
+//	delta:  header, digest (8 bytes LE), n, n counts, ceil(n/8) bytes of down bits
+//	full:   header, n, n endpoint IDs, n counts, ceil(n/8) bytes of down bits
+//	state:  m, then m bodies of full messages (without version and kind)
+//
+// A delta names its endpoint list by [Digest] only, so at 500 endpoints it
+// still fits one UDP packet; the receiver expands it from an entry it holds
+// with the same list, or drops it and waits for a full entry.
+const (
+	wireVersion = 1
+
+	kindDelta byte = 1
+	kindFull  byte = 2
+	kindState byte = 3
+
+	maxEndpoints = 1 << 16
+	maxString    = 1 << 12
+	maxEntries   = 1 << 14
+)
+
+var errMalformed = errors.New("gossip: malformed message")
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendHeader(b []byte, e Entry) []byte {
+	b = appendString(b, e.Node)
+	b = appendString(b, e.Addr)
+	b = binary.AppendUvarint(b, e.Incarnation)
+	b = binary.AppendUvarint(b, e.Version)
+	b = binary.AppendVarint(b, e.Stamp)
+	var flags byte
+	if e.Left {
+		flags |= 1
+	}
+	return append(b, flags)
+}
+
+func appendCountsAndDown(b []byte, e Entry) []byte {
+	for _, n := range e.Counts {
+		b = binary.AppendVarint(b, n)
+	}
+	bits := make([]byte, (len(e.Down)+7)/8)
+	for i, d := range e.Down {
+		if d {
+			bits[i/8] |= 1 << (i % 8)
+		}
+	}
+	return append(b, bits...)
+}
+
+// appendFull appends the body of a full entry (no version or kind bytes).
+func appendFull(b []byte, e Entry) []byte {
+	b = appendHeader(b, e)
+	b = binary.AppendUvarint(b, uint64(len(e.Endpoints)))
+	for _, id := range e.Endpoints {
+		b = appendString(b, id)
+	}
+	return appendCountsAndDown(b, e)
+}
+
+// EncodeDelta encodes e as a delta message.
+func EncodeDelta(e Entry) []byte {
+	b := appendHeader([]byte{wireVersion, kindDelta}, e)
+	b = binary.LittleEndian.AppendUint64(b, Digest(e.Endpoints))
+	b = binary.AppendUvarint(b, uint64(len(e.Endpoints)))
+	return appendCountsAndDown(b, e)
+}
+
+// EncodeFull encodes e with its endpoint list.
+func EncodeFull(e Entry) []byte { return appendFull([]byte{wireVersion, kindFull}, e) }
+
+// EncodeState encodes entries for a push/pull exchange.
+func EncodeState(entries []Entry) []byte {
+	b := binary.AppendUvarint([]byte{wireVersion, kindState}, uint64(len(entries)))
+	for _, e := range entries {
+		b = appendFull(b, e)
+	}
+	return b
+}
+
+// Message is a decoded message. A delta has Digest set and Entry.Endpoints
+// nil until expanded with [Message.Expand].
+type Message struct {
+	Kind    byte
+	Entries []Entry
+	Digest  uint64 // deltas only
+}
+
+// Decode parses a message. It never panics on bad input.
+func Decode(b []byte) (Message, error) {
+	if len(b) < 2 {
+		return Message{}, errMalformed
+	}
+	if b[0] != wireVersion {
+		return Message{}, fmt.Errorf("gossip: wire version %d, want %d", b[0], wireVersion)
+	}
+	r := &reader{b: b[2:]}
+	m := Message{Kind: b[1]}
+	switch m.Kind {
+	case kindDelta:
+		e := r.header()
+		m.Digest = r.u64()
+		n := r.count(maxEndpoints)
+		r.countsAndDown(&e, n)
+		m.Entries = []Entry{e}
+	case kindFull:
+		m.Entries = []Entry{r.full()}
+	case kindState:
+		n := r.count(maxEntries)
+		for i := 0; i < n && r.err == nil; i++ {
+			m.Entries = append(m.Entries, r.full())
+		}
+	default:
+		return Message{}, fmt.Errorf("gossip: unknown message kind %d", m.Kind)
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.err = errMalformed
+	}
+	if r.err != nil {
+		return Message{}, r.err
+	}
+	return m, nil
+}
+
+// Expand fills a delta's endpoint list from s. It reports false when s holds
+// no list with the delta's digest, or the list's length differs.
+func (m *Message) Expand(s *State) bool {
+	if m.Kind != kindDelta {
+		return true
+	}
+	eps, ok := s.EndpointsOf(m.Digest)
+	if !ok || len(eps) != len(m.Entries[0].Counts) {
+		return false
+	}
+	m.Entries[0].Endpoints = eps
+	return true
+}
+
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errMalformed
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.err = errMalformed
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) bytes(n int) []byte {
+	if r.err != nil || n > len(r.b) {
+		r.err = errMalformed
+		return nil
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *reader) count(limit int) int {
+	n := r.uvarint()
+	if n > uint64(limit) {
+		r.err = errMalformed
+		return 0
+	}
+	return int(n)
+}
+
+func (r *reader) str() string { return string(r.bytes(r.count(maxString))) }
+
+func (r *reader) u64() uint64 {
+	if b := r.bytes(8); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
+
+func (r *reader) header() Entry {
+	e := Entry{Node: r.str(), Addr: r.str()}
+	e.Incarnation, e.Version, e.Stamp = r.uvarint(), r.uvarint(), r.varint()
+	if f := r.bytes(1); f != nil {
+		e.Left = f[0]&1 != 0
+	}
+	return e
+}
+
+func (r *reader) countsAndDown(e *Entry, n int) {
+	e.Counts, e.Down = make([]int64, n), make([]bool, n)
+	for i := 0; i < n && r.err == nil; i++ {
+		e.Counts[i] = r.varint()
+	}
+	bits := r.bytes((n + 7) / 8)
+	for i := 0; i < n && r.err == nil; i++ {
+		e.Down[i] = bits[i/8]&(1<<(i%8)) != 0
+	}
+}
+
+func (r *reader) full() Entry {
+	e := r.header()
+	n := r.count(maxEndpoints)
+	e.Endpoints = make([]string, 0, min(n, 1024))
+	for i := 0; i < n && r.err == nil; i++ {
+		id := r.str()
+		if i > 0 && id <= e.Endpoints[i-1] {
+			r.err = errMalformed // entries keep their endpoints sorted and unique
+		}
+		e.Endpoints = append(e.Endpoints, id)
+	}
+	r.countsAndDown(&e, n)
+	return e
+}
