@@ -16,8 +16,8 @@ type apiError struct {
 func (e *apiError) Error() string { return e.message }
 
 var (
-	errNotFound = &apiError{http.StatusNotFound, "Unknown route. prefixring serves the OpenAI API under /v1/.", "invalid_request_error", "not_found"}
-	errTooLarge = &apiError{http.StatusRequestEntityTooLarge, "Request body is larger than the router accepts.", "invalid_request_error", "request_too_large"}
+	errNotFound  = &apiError{http.StatusNotFound, "Unknown route. prefixring serves the OpenAI API under /v1/.", "invalid_request_error", "not_found"}
+	errTooLarge  = &apiError{http.StatusRequestEntityTooLarge, "Request body is larger than the router accepts.", "invalid_request_error", "request_too_large"}
 	errNoHealthy = &apiError{http.StatusServiceUnavailable, "No healthy inference endpoint is available. Retry later.", "service_unavailable", "no_healthy_endpoint"}
 	errUpstream  = &apiError{http.StatusBadGateway, "The inference endpoints failed to answer. Retry later.", "upstream_error", "upstream_failed"}
 	errReadBody  = &apiError{http.StatusBadRequest, "Could not read the request body.", "invalid_request_error", "invalid_body"}

@@ -66,10 +66,10 @@ type Health struct {
 }
 
 type healthState struct {
-	url      *url.URL
-	fails    int
-	ejected  bool
-	lastErr  string
+	url     *url.URL
+	fails   int
+	ejected bool
+	lastErr string
 }
 
 // NewHealth returns a checker that reports to sink; transport carries the
