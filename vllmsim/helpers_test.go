@@ -14,7 +14,7 @@ import (
 
 // start runs a server in the current goroutine's bubble (or not) and stops
 // it at the end of the test.
-func start(t *testing.T, cfg Config) (*Server, *prometheus.Registry) {
+func start(t testing.TB, cfg Config) (*Server, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	s, err := New(cfg, reg, reg)

@@ -178,21 +178,33 @@ func (s *Server) submit(tokens []uint32, maxTokens int) (*stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.poke()
 	return st, nil
 }
 
 // abort withdraws a request whose client went away.
 func (s *Server) abort(st *stream) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !st.done.Load() {
 		s.eng.Abort(&st.req)
 		delete(s.streams, st.req.ID)
 	}
+	s.mu.Unlock()
+	s.poke() // an idle engine drops the request at its next Begin
+}
+
+func (s *Server) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Busy reports whether the engine holds any request.
+func (s *Server) Busy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.eng.Busy()
 }
 
 // Handler serves the API.

@@ -24,6 +24,7 @@ func newApp() *cli.App {
 			"(PREFIXRING_ followed by the flag name in upper case, dashes as underscores).",
 		Commands: []*cli.Command{
 			serveCommand(),
+			simCommand(),
 		},
 	}
 }
