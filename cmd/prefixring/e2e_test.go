@@ -1,0 +1,341 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The end-to-end tests run the built binary in front of real HTTP upstreams
+// on 127.0.0.1.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds prefixring once per test run.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "prefixring-e2e")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "prefixring")
+		out, err := exec.Command("go", "build", "-race", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// router is a running `prefixring serve`.
+type router struct {
+	cmd  *exec.Cmd
+	url  string
+	done chan error
+}
+
+var listenRe = regexp.MustCompile(`msg=serving listen=(\S+)`)
+
+func startRouter(t *testing.T, args ...string) *router {
+	t.Helper()
+	cmd := exec.Command(binary(t), append([]string{"serve", "--listen", "127.0.0.1:0", "--health-interval", "200ms"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := &router{cmd: cmd, done: make(chan error, 1)}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := listenRe.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+			if testing.Verbose() {
+				t.Log(sc.Text())
+			}
+		}
+		r.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-r.done
+	})
+	select {
+	case a := <-addr:
+		r.url = "http://" + a
+	case err := <-r.done:
+		t.Fatalf("router exited: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("router did not start")
+	}
+	return r
+}
+
+// upstreamFleet is n upstreams that answer after delay, or as handler says.
+type upstreamFleet struct {
+	servers []*httptest.Server
+	delay   atomic.Int64
+	handler atomic.Pointer[http.HandlerFunc]
+}
+
+func newFleet(t *testing.T, n int) *upstreamFleet {
+	f := &upstreamFleet{}
+	for i := range n {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/health" {
+				return
+			}
+			if h := f.handler.Load(); h != nil {
+				(*h)(w, r)
+				return
+			}
+			io.Copy(io.Discard, r.Body)
+			time.Sleep(time.Duration(f.delay.Load()))
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"object":"chat.completion","upstream":%d}`, i)
+		}))
+		t.Cleanup(s.Close)
+		f.servers = append(f.servers, s)
+	}
+	return f
+}
+
+func (f *upstreamFleet) urls() string {
+	var u []string
+	for _, s := range f.servers {
+		u = append(u, s.URL)
+	}
+	return strings.Join(u, ",")
+}
+
+func chat(user string) string {
+	return fmt.Sprintf(`{"model":"llama","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":%q}]}`, user)
+}
+
+func post(t *testing.T, url, body string) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+func TestServeEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	fleet := newFleet(t, 4)
+	r := startRouter(t, "--endpoints", fleet.urls())
+
+	t.Run("same prefix, same endpoint", func(t *testing.T) {
+		seen := map[string]int{}
+		for range 10 {
+			resp, body := post(t, r.url, chat("How tall is Everest?"))
+			if resp.StatusCode != 200 {
+				t.Fatalf("%d %s", resp.StatusCode, body)
+			}
+			seen[resp.Header.Get("X-Prefixring-Endpoint")]++
+		}
+		if len(seen) != 1 {
+			t.Fatalf("one prefix, endpoints %v", seen)
+		}
+	})
+
+	t.Run("hot prefix spills within the bound", func(t *testing.T) {
+		fleet.delay.Store(int64(300 * time.Millisecond))
+		defer fleet.delay.Store(0)
+		const n = 16
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		got := map[string]int{}
+		decisions := map[string]int{}
+		for range n {
+			wg.Go(func() {
+				resp, body := post(t, r.url, chat("the one hot question"))
+				if resp.StatusCode != 200 {
+					t.Errorf("%d %s", resp.StatusCode, body)
+				}
+				mu.Lock()
+				got[resp.Header.Get("X-Prefixring-Endpoint")]++
+				decisions[resp.Header.Get("X-Prefixring-Decision")]++
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		// 16 concurrent on 4 endpoints, c = 1.25: the bound ends at
+		// ceil(1.25*16/4) = 5, so no endpoint takes more than 6.
+		for ep, c := range got {
+			if c > 6 {
+				t.Errorf("%s took %d of %d concurrent requests", ep, c, n)
+			}
+		}
+		if decisions["spill"] == 0 || len(got) < 3 {
+			t.Errorf("no spread: endpoints %v decisions %v", got, decisions)
+		}
+	})
+
+	t.Run("SSE events arrive as produced", func(t *testing.T) {
+		gate := make(chan struct{})
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i := range 3 {
+				fmt.Fprintf(w, "data: {\"n\":%d}\n\n", i)
+				w.(http.Flusher).Flush()
+				select {
+				case <-gate:
+				case <-time.After(20 * time.Second):
+					return
+				}
+			}
+			fmt.Fprint(w, "data: [DONE]\n\n")
+		})
+		fleet.handler.Store(&h)
+		defer fleet.handler.Store(nil)
+		resp, err := http.Post(r.url+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"llama","stream":true,"messages":[{"role":"user","content":"stream"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		events := 0
+		for sc.Scan() {
+			if !strings.HasPrefix(sc.Text(), "data: ") {
+				continue
+			}
+			events++
+			if sc.Text() != "data: [DONE]" {
+				gate <- struct{}{} // the upstream waits for this: the event came through first
+			}
+		}
+		if events != 4 {
+			t.Fatalf("%d events, want 4", events)
+		}
+	})
+
+	t.Run("bad bodies get OpenAI errors", func(t *testing.T) {
+		for body, status := range map[string]int{`{"model":"llama"`: 400, `{"model":"llama"}`: 400, `{"model":"llama","messages":"hi"}`: 400} {
+			resp, got := post(t, r.url, body)
+			if resp.StatusCode != status || !strings.Contains(got, `"error"`) || !strings.Contains(got, `"invalid_request_error"`) {
+				t.Errorf("%s: %d %s", body, resp.StatusCode, got)
+			}
+		}
+		resp, err := http.Get(r.url + "/nope")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 404 {
+			t.Errorf("unknown route: %d", resp.StatusCode)
+		}
+	})
+
+	t.Run("upstream killed mid-test fails no request", func(t *testing.T) {
+		fleet.delay.Store(int64(20 * time.Millisecond))
+		defer fleet.delay.Store(0)
+		var wg sync.WaitGroup
+		var failed, total atomic.Int64
+		stop := make(chan struct{})
+		for c := range 4 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					resp, body := post(t, r.url, chat(fmt.Sprintf("client %d question %d", c, i)))
+					total.Add(1)
+					if resp.StatusCode != 200 {
+						failed.Add(1)
+						t.Errorf("status %d: %s", resp.StatusCode, body)
+					}
+				}
+			})
+		}
+		time.Sleep(500 * time.Millisecond)
+		victim := fleet.servers[1]
+		victim.CloseClientConnections()
+		victim.Close()
+		time.Sleep(1500 * time.Millisecond)
+		close(stop)
+		wg.Wait()
+		if failed.Load() != 0 || total.Load() < 50 {
+			t.Fatalf("%d of %d requests failed", failed.Load(), total.Load())
+		}
+	})
+
+	t.Run("SIGTERM drains an open stream and exits 0", func(t *testing.T) {
+		release := make(chan struct{})
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "data: {\"n\":0}\n\n")
+			w.(http.Flusher).Flush()
+			<-release
+			fmt.Fprint(w, "data: [DONE]\n\n")
+		})
+		fleet.handler.Store(&h)
+		resp, err := http.Post(r.url+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"llama","stream":true,"messages":[{"role":"user","content":"drain me"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		br := bufio.NewReader(resp.Body)
+		if line, _ := br.ReadString('\n'); !strings.HasPrefix(line, "data: ") {
+			t.Fatalf("first line %q", line)
+		}
+		if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		select {
+		case err := <-r.done:
+			t.Fatalf("exited with a stream open: %v", err)
+		default:
+		}
+		close(release)
+		rest, _ := io.ReadAll(br)
+		if !strings.Contains(string(rest), "[DONE]") {
+			t.Fatalf("stream cut during drain: %q", rest)
+		}
+		select {
+		case err := <-r.done:
+			if err != nil {
+				t.Fatalf("exit: %v", err)
+			}
+			r.done <- nil // for the cleanup
+		case <-time.After(20 * time.Second):
+			t.Fatal("did not exit after the drain")
+		}
+	})
+}
