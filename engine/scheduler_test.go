@@ -135,3 +135,17 @@ func TestEngineRejectsBadInput(t *testing.T) {
 		t.Error("MaxNumSeqs 0 accepted")
 	}
 }
+
+func TestAbortReleasesBlocks(t *testing.T) {
+	e := newEngine(t, smallConfig(8))
+	a := req(1, 4, seq(0, 8), 5)
+	add(t, e, a, 0)
+	r := step(t, e, 0)
+	if e.KVUsage() != 2.0/8 { // the 8 prompt tokens; the next slot comes with the next step
+		t.Fatalf("usage %v, want 2/8", e.KVUsage())
+	}
+	e.Abort(a)
+	if _, ok := e.Begin(r.End); ok || e.Busy() || e.KVUsage() != 0 {
+		t.Fatalf("aborted request still scheduled or holding blocks (usage %v)", e.KVUsage())
+	}
+}
