@@ -3,7 +3,9 @@ package gossip
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -43,8 +45,12 @@ func merged(parts ...[]Entry) []Entry {
 	return s.Entries()
 }
 
+// lawRand returns the law tests' source: seed 1, or $GOSSIP_SEED to explore.
 func lawRand(t *testing.T) *rand.Rand {
-	seed := uint64(time.Now().UnixNano())
+	seed := uint64(1)
+	if s := os.Getenv("GOSSIP_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
 	t.Logf("seed %d", seed)
 	return rand.New(rand.NewPCG(seed, 1))
 }

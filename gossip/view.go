@@ -133,3 +133,22 @@ func Decide(voters []Entry) Verdict {
 	slices.Sort(v.Down)
 	return v
 }
+
+// replace returns r with old's counts taken out and new's added; either may
+// be nil. r is not modified.
+func (r *Remote) replace(old, new *Entry) *Remote {
+	out := &Remote{byID: make(map[string]int64, len(r.byID)), total: r.total}
+	for id, n := range r.byID {
+		out.byID[id] = n
+	}
+	for sign, e := range map[int64]*Entry{-1: old, 1: new} {
+		if e == nil {
+			continue
+		}
+		for i, id := range e.Endpoints {
+			out.byID[id] += sign * e.Counts[i]
+			out.total += sign * e.Counts[i]
+		}
+	}
+	return out
+}

@@ -1,0 +1,192 @@
+package gossip
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Config configures a [Node]. Zero fields take the defaults documented on
+// each; [DefaultConfig] fills them in.
+type Config struct {
+	// NodeName is this replica's unique name in the cluster. Default: the
+	// hostname. A second process with the name of a live member fails to
+	// start with [ErrNameConflict]; see DESIGN.md.
+	NodeName string
+	// BindAddr is the host:port memberlist listens on, UDP and TCP.
+	// Default 0.0.0.0:7946.
+	BindAddr string
+	// AdvertiseAddr is the host:port other replicas reach this one at.
+	// Default: memberlist's choice (the bind address, or the first private
+	// IP when bound to 0.0.0.0).
+	AdvertiseAddr string
+	// Join lists peers to join: host:port or host (the bind port is
+	// assumed), IPs or DNS names such as a headless Service. Names are
+	// re-resolved on every attempt. Empty: start a cluster of one.
+	Join []string
+	// RejoinInterval is how often Join is retried, even when joined, so a
+	// healed partition merges back. Default 10s.
+	RejoinInterval time.Duration
+	// Key is the memberlist keyring key (16, 24 or 32 bytes; AES-128/192/256).
+	// With a key, a node without it can neither join nor inject state.
+	Key []byte
+	// Interval is how often this replica publishes its entry when it
+	// changed. Default 100ms (see docs/gossip-measures.md).
+	Interval time.Duration
+	// Heartbeat is the longest time between two publications of an
+	// unchanged entry. Default 1s.
+	Heartbeat time.Duration
+	// PushPull is memberlist's full-state anti-entropy interval. Default 5s.
+	PushPull time.Duration
+	// StaleAfter is how long a replica's entry counts after its stamp
+	// without a newer one. It must exceed Heartbeat. Default 5s.
+	StaleAfter time.Duration
+	// ForgetAfter is when an entry that stopped updating is removed from
+	// memory. Default 1m.
+	ForgetAfter time.Duration
+	// QueueSize bounds the queue between memberlist callbacks and the
+	// merge loop; messages beyond it are dropped and counted. Default 1024.
+	QueueSize int
+	// MaxPacket is the largest message sent as one UDP packet. A larger
+	// entry goes out as a delta (no endpoint list), with the full entry
+	// sent over TCP when the list changes. Default 1200.
+	MaxPacket int
+
+	// Transport replaces memberlist's UDP/TCP transport (tests).
+	Transport memberlist.NodeAwareTransport
+	// Tune adjusts the memberlist configuration last (tests).
+	Tune func(*memberlist.Config)
+}
+
+// DefaultConfig returns a config with every default filled in.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{
+		NodeName: host, BindAddr: "0.0.0.0:7946", RejoinInterval: 10 * time.Second,
+		Interval: 100 * time.Millisecond, Heartbeat: time.Second, PushPull: 5 * time.Second,
+		StaleAfter: 5 * time.Second, ForgetAfter: time.Minute, QueueSize: 1024, MaxPacket: 1200,
+	}
+}
+
+// withDefaults fills zero fields from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	set := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	if c.NodeName == "" {
+		c.NodeName = d.NodeName
+	}
+	if c.BindAddr == "" {
+		c.BindAddr = d.BindAddr
+	}
+	set(&c.RejoinInterval, d.RejoinInterval)
+	set(&c.Interval, d.Interval)
+	set(&c.Heartbeat, d.Heartbeat)
+	set(&c.PushPull, d.PushPull)
+	set(&c.StaleAfter, d.StaleAfter)
+	set(&c.ForgetAfter, d.ForgetAfter)
+	if c.QueueSize == 0 {
+		c.QueueSize = d.QueueSize
+	}
+	if c.MaxPacket == 0 {
+		c.MaxPacket = d.MaxPacket
+	}
+	return c
+}
+
+// Validate reports a configuration the node cannot use. Zero fields are
+// checked after defaults.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.NodeName == "" {
+		errs = append(errs, errors.New("gossip: node name is empty and the hostname is unknown"))
+	}
+	if _, _, err := splitHostPort(c.BindAddr); err != nil {
+		errs = append(errs, fmt.Errorf("gossip: bind address: %w", err))
+	}
+	if c.AdvertiseAddr != "" {
+		if _, _, err := splitHostPort(c.AdvertiseAddr); err != nil {
+			errs = append(errs, fmt.Errorf("gossip: advertise address: %w", err))
+		}
+	}
+	if c.Key != nil {
+		if err := memberlist.ValidateKey(c.Key); err != nil {
+			errs = append(errs, fmt.Errorf("gossip: key: %w", err))
+		}
+	}
+	if c.Interval < time.Millisecond || c.Heartbeat < c.Interval {
+		errs = append(errs, fmt.Errorf("gossip: need 1ms <= interval (%v) <= heartbeat (%v)", c.Interval, c.Heartbeat))
+	}
+	if c.StaleAfter <= c.Heartbeat || c.ForgetAfter < c.StaleAfter {
+		errs = append(errs, fmt.Errorf("gossip: need heartbeat (%v) < stale-after (%v) <= forget-after (%v)",
+			c.Heartbeat, c.StaleAfter, c.ForgetAfter))
+	}
+	if c.PushPull <= 0 || c.RejoinInterval <= 0 || c.QueueSize < 1 || c.MaxPacket < 256 {
+		errs = append(errs, errors.New("gossip: push/pull and rejoin intervals, queue size and max packet (>= 256) must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// ParseKey decodes a base64 key as Consul and Serf take it and checks its
+// length. The empty string means no key.
+func ParseKey(s string) ([]byte, error) {
+	if s == "" {
+		return nil, nil
+	}
+	k, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: key is not base64: %w", err)
+	}
+	if err := memberlist.ValidateKey(k); err != nil {
+		return nil, fmt.Errorf("gossip: key: %w", err)
+	}
+	return k, nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port in %q", addr)
+	}
+	return host, port, nil
+}
+
+// memberlistConfig builds memberlist's configuration; d is the delegate.
+func (c Config) memberlistConfig(d *delegate) *memberlist.Config {
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = c.NodeName
+	mc.BindAddr, mc.BindPort, _ = splitHostPort(c.BindAddr)
+	if c.AdvertiseAddr != "" {
+		mc.AdvertiseAddr, mc.AdvertisePort, _ = splitHostPort(c.AdvertiseAddr)
+	} else {
+		mc.AdvertisePort = mc.BindPort
+	}
+	mc.PushPullInterval = c.PushPull
+	mc.SecretKey = c.Key
+	// A replica restarted under its name with a new IP may take the name
+	// over once the old process has been dead this long.
+	mc.DeadNodeReclaimTime = c.StaleAfter
+	mc.Delegate, mc.Events, mc.Conflict = d, d, d
+	mc.Logger = newMemberlistLogger(d.n.log)
+	if c.Transport != nil {
+		mc.Transport = c.Transport
+	}
+	if c.Tune != nil {
+		c.Tune(mc)
+	}
+	return mc
+}

@@ -1,0 +1,285 @@
+package gossip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/prefixring/prefixring/ring"
+)
+
+// ErrNameConflict is returned by [Node.Start] when a live member already uses
+// this node's name at another address.
+var ErrNameConflict = errors.New("gossip: node name already used by another live member")
+
+// Node is one replica's member of the gossip cluster. It publishes this
+// replica's in-flight counts and health observations, merges the others',
+// and keeps the balancer's loads, endpoint set and health on the cluster-wide
+// view.
+type Node struct {
+	cfg   Config
+	bal   *ring.Balancer
+	loads *ClusterLoads
+	log   *slog.Logger
+	met   *metrics
+	ml    *memberlist.Memberlist
+	addr  string // our advertise address, as memberlist reports it
+
+	inbox chan []byte           // copies of messages from callbacks
+	sendq chan *memberlist.Node // members owed our full entry
+	poke  chan struct{}         // wake the loop (membership or observation change)
+
+	mu    sync.Mutex // guards everything below
+	state *State
+	view  view
+	obs   observations
+	inc   uint64
+	ver   uint64
+	last  Entry // our last published entry
+	lastT time.Time
+
+	memMu   sync.Mutex                 // guards members; never held while calling memberlist
+	members map[string]memberlist.Node // copies taken in event callbacks
+
+	conflict atomic.Pointer[string] // address of a member holding our name
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	left     atomic.Bool
+}
+
+// observations are this replica's own inputs to its entry.
+type observations struct {
+	endpoints  []string // nil until ObserveEndpoints
+	discovered bool
+	down       map[string]bool
+}
+
+// New builds a node over bal and sets bal's loads to the cluster-wide view.
+// reg receives the metrics; log may be nil. Call [Node.Start] to join.
+func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Logger) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{
+		cfg: cfg, bal: bal, loads: NewClusterLoads(bal.Inflight()), log: log.With("component", "gossip"),
+		inbox: make(chan []byte, cfg.QueueSize), sendq: make(chan *memberlist.Node, 256),
+		poke: make(chan struct{}, 1), state: NewState(), obs: observations{down: map[string]bool{}},
+		inc: uint64(time.Now().UnixNano()), stop: make(chan struct{}), members: map[string]memberlist.Node{},
+	}
+	n.view = newView(cfg.NodeName, cfg.StaleAfter)
+	n.met = newMetrics(n, reg)
+	bal.SetLoads(n.loads)
+	return n, nil
+}
+
+// Loads returns the cluster-wide loads the balancer reads.
+func (n *Node) Loads() *ClusterLoads { return n.loads }
+
+// Name returns this node's name.
+func (n *Node) Name() string { return n.cfg.NodeName }
+
+// Start creates the memberlist member, joins the configured peers once and
+// starts the publish, merge and rejoin loops; they stop at [Node.Leave] or
+// [Node.Close]. Failing to reach any peer is not an error: the rejoin loop
+// keeps trying. ctx bounds only the first join.
+func (n *Node) Start(ctx context.Context) error {
+	ml, err := memberlist.Create(n.cfg.memberlistConfig(&delegate{n: n}))
+	if err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
+	n.ml = ml
+	n.addr = ml.LocalNode().Address()
+	n.publish(time.Now(), true)
+	if len(n.cfg.Join) > 0 {
+		n.join(ctx)
+	}
+	if c := n.conflict.Load(); c != nil {
+		_ = ml.Shutdown()
+		return fmt.Errorf("%w: %q is at %s", ErrNameConflict, n.cfg.NodeName, *c)
+	}
+	n.wg.Add(3)
+	go n.loop()
+	go n.sender()
+	go n.rejoin()
+	return nil
+}
+
+func (n *Node) join(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	k, err := n.ml.Join(n.cfg.Join)
+	n.log.Debug("join", "peers", n.cfg.Join, "contacted", k, "err", err)
+	if k == 0 && err != nil {
+		n.log.Warn("gossip join failed; will retry", "peers", n.cfg.Join, "err", err)
+	}
+}
+
+// rejoin retries the join list, re-resolving names, so replicas that were
+// partitioned, or started before their peers, find each other.
+func (n *Node) rejoin() {
+	defer n.wg.Done()
+	if len(n.cfg.Join) == 0 {
+		return
+	}
+	t := time.NewTicker(n.cfg.RejoinInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			n.join(context.Background())
+		}
+	}
+}
+
+// loop owns merging: it drains the inbox and publishes on the ticker.
+func (n *Node) loop() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case b := <-n.inbox:
+			n.receive(b)
+		case <-n.poke:
+			n.refresh(time.Now())
+		case <-t.C:
+			n.publish(time.Now(), false)
+		}
+	}
+}
+
+// sender sends our full entry over TCP to members that need it: newcomers,
+// and everyone when our endpoint list changed and does not fit a packet.
+func (n *Node) sender() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case to := <-n.sendq:
+			n.mu.Lock()
+			msg := EncodeFull(n.last)
+			n.mu.Unlock()
+			if err := n.ml.SendReliable(to, msg); err != nil {
+				n.met.dropped.WithLabelValues("send_error").Inc()
+				continue
+			}
+			n.met.sent("full", len(msg))
+		}
+	}
+}
+
+func (n *Node) wake() {
+	select {
+	case n.poke <- struct{}{}:
+	default:
+	}
+}
+
+// ObserveEndpoints records the endpoint set this replica discovered. With
+// gossip on, the discovery loop calls it instead of Balancer.SetEndpoints;
+// the node sets the balancer to the set a majority of replicas discovered.
+func (n *Node) ObserveEndpoints(ids []string) {
+	n.mu.Lock()
+	n.obs.endpoints, n.obs.discovered = append([]string(nil), ids...), true
+	n.mu.Unlock()
+	n.wake()
+}
+
+// ObserveHealth records this replica's probe result for endpoint id. With
+// gossip on, the health checker calls it instead of Balancer.SetHealthy; the
+// node sets the balancer to the majority verdict (see [Decide]).
+func (n *Node) ObserveHealth(id string, healthy bool) {
+	n.mu.Lock()
+	if healthy {
+		delete(n.obs.down, id)
+	} else {
+		n.obs.down[id] = true
+	}
+	n.mu.Unlock()
+	n.wake()
+}
+
+// Acquire is the balancer's Acquire, counting decisions that skipped the
+// home endpoint for load. The proxy may use the node as its picker.
+func (n *Node) Acquire(req ring.Request) (ring.Lease, error) {
+	l, err := n.bal.Acquire(req)
+	if err == nil && l.Decision == ring.DecisionSpill {
+		n.met.homeSkipped.Inc()
+	}
+	return l, err
+}
+
+// liveMembers returns copies of the live members, this node included.
+// memberlist.Members returns pointers into state it keeps mutating, so the
+// node keeps its own copies, taken in the event callbacks under
+// memberlist's lock.
+func (n *Node) liveMembers() []memberlist.Node {
+	n.memMu.Lock()
+	defer n.memMu.Unlock()
+	out := make([]memberlist.Node, 0, len(n.members))
+	for _, m := range n.members {
+		out = append(out, m)
+	}
+	return out
+}
+
+func (n *Node) setMember(m *memberlist.Node, alive bool) {
+	n.memMu.Lock()
+	defer n.memMu.Unlock()
+	if alive {
+		n.members[m.Name] = *m
+	} else {
+		delete(n.members, m.Name)
+	}
+}
+
+// Leave publishes a tombstone for this replica's entry, leaves the cluster
+// (waiting up to timeout for the leave to spread) and stops the node.
+func (n *Node) Leave(timeout time.Duration) error {
+	if n.ml == nil || !n.left.CompareAndSwap(false, true) {
+		return nil
+	}
+	n.mu.Lock()
+	n.ver++
+	e := Entry{Node: n.cfg.NodeName, Addr: n.addr, Incarnation: n.inc, Version: n.ver,
+		Stamp: time.Now().UnixMilli(), Left: true}
+	n.state.Merge(e)
+	n.last = e
+	n.mu.Unlock()
+	n.broadcast(EncodeFull(e), "full")
+	err := n.ml.Leave(timeout)
+	return errors.Join(err, n.shutdown())
+}
+
+// Close stops the node without leaving, as a crash would: peers find out
+// through memberlist's failure detector and the staleness rule.
+func (n *Node) Close() error {
+	if n.ml == nil || !n.left.CompareAndSwap(false, true) {
+		return nil
+	}
+	return n.shutdown()
+}
+
+func (n *Node) shutdown() error {
+	close(n.stop)
+	err := n.ml.Shutdown()
+	n.wg.Wait()
+	return err
+}
