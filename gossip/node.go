@@ -216,6 +216,10 @@ func (n *Node) ObserveHealth(id string, healthy bool) {
 	n.wake()
 }
 
+// SetHealthy is ObserveHealth under the name of the proxy's HealthSink, so
+// the node can stand in for the balancer there.
+func (n *Node) SetHealthy(id string, healthy bool) { n.ObserveHealth(id, healthy) }
+
 // Acquire is the balancer's Acquire, counting decisions that skipped the
 // home endpoint for load. The proxy may use the node as its picker.
 func (n *Node) Acquire(req ring.Request) (ring.Lease, error) {

@@ -93,10 +93,10 @@ func (c *ClusterLoads) Total() int64 { return c.local.Total() + c.remote.Load().
 // from the same entries.
 type Verdict struct {
 	// Endpoints are listed by a strict majority of the voters, sorted.
-	Endpoints []string
+	Endpoints []string `json:"endpoints"`
 	// Down are the endpoints of Endpoints that a strict majority of the
 	// voters listing them see down, sorted.
-	Down []string
+	Down []string `json:"down"`
 }
 
 // Decide combines the voters' observations. Voters are this replica's own

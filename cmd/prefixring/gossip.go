@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/urfave/cli/v2"
+
+	"github.com/prefixring/prefixring/gossip"
+	"github.com/prefixring/prefixring/ring"
+)
+
+// gossipFlags are the flags of the gossip cluster. Gossip is on when
+// --gossip-bind is set.
+func gossipFlags() []cli.Flag {
+	d := gossip.DefaultConfig()
+	return []cli.Flag{
+		&cli.StringFlag{Name: "gossip-bind", EnvVars: env("gossip-bind"), Usage: "host:port to gossip on (UDP and TCP), e.g. 0.0.0.0:7946; empty: no gossip, each replica balances on its own counts"},
+		&cli.StringFlag{Name: "gossip-advertise", EnvVars: env("gossip-advertise"), Usage: "host:port other replicas reach this one at (default: the bind address, or the first private IP when bound to 0.0.0.0)"},
+		&cli.StringSliceFlag{Name: "join", EnvVars: env("join"), Usage: "peers to join: host:port or host (gossip port assumed), IPs or DNS names such as a headless Service; re-resolved and retried every --gossip-rejoin-interval, so partitions heal"},
+		&cli.StringFlag{Name: "gossip-key", EnvVars: env("gossip-key"), Usage: "base64 of a 16-, 24- or 32-byte key encrypting gossip (as Consul and Serf take it); a replica without it can neither join nor inject state"},
+		&cli.DurationFlag{Name: "gossip-interval", Value: d.Interval, EnvVars: env("gossip-interval"), Usage: "how often this replica sends its in-flight counts when they changed"},
+		&cli.DurationFlag{Name: "gossip-push-pull", Value: d.PushPull, EnvVars: env("gossip-push-pull"), Usage: "full-state anti-entropy interval"},
+		&cli.DurationFlag{Name: "gossip-rejoin-interval", Value: d.RejoinInterval, EnvVars: env("gossip-rejoin-interval"), Usage: "how often --join is retried"},
+		&cli.DurationFlag{Name: "gossip-stale-after", Value: d.StaleAfter, EnvVars: env("gossip-stale-after"), Usage: "a replica silent this long no longer counts in the cluster-wide load"},
+		&cli.StringFlag{Name: "node-name", Value: d.NodeName, EnvVars: env("node-name"), Usage: "this replica's name in the cluster (default: the hostname); must be unique: a replica whose name a live member already uses fails to start"},
+	}
+}
+
+// gossipConfig reads the gossip flags; ok is false when gossip is off.
+func gossipConfig(c *cli.Context) (cfg gossip.Config, ok bool, err error) {
+	if c.String("gossip-bind") == "" {
+		for _, f := range []string{"join", "gossip-key", "gossip-advertise"} {
+			if c.IsSet(f) {
+				return cfg, false, fmt.Errorf("--%s needs --gossip-bind", f)
+			}
+		}
+		return cfg, false, nil
+	}
+	key, err := gossip.ParseKey(c.String("gossip-key"))
+	if err != nil {
+		return cfg, false, fmt.Errorf("--gossip-key: %w", err)
+	}
+	cfg = gossip.DefaultConfig()
+	cfg.NodeName, cfg.BindAddr, cfg.AdvertiseAddr = c.String("node-name"), c.String("gossip-bind"), c.String("gossip-advertise")
+	cfg.Join, cfg.Key = c.StringSlice("join"), key
+	cfg.Interval, cfg.PushPull = c.Duration("gossip-interval"), c.Duration("gossip-push-pull")
+	cfg.RejoinInterval, cfg.StaleAfter = c.Duration("gossip-rejoin-interval"), c.Duration("gossip-stale-after")
+	if cfg.StaleAfter <= cfg.Heartbeat {
+		return cfg, false, fmt.Errorf("--gossip-stale-after %v must exceed the %v heartbeat", cfg.StaleAfter, cfg.Heartbeat)
+	}
+	return cfg, true, cfg.Validate()
+}
+
+// clusterWiring is what serve needs from gossip. With gossip off, it passes
+// the balancer through unchanged.
+type clusterWiring struct {
+	node *gossip.Node // nil: gossip off
+	// Picker, HealthSink and SetEndpoints replace the balancer's own in the
+	// proxy wiring: with gossip on, they go through the cluster verdict.
+	Picker interface {
+		Acquire(ring.Request) (ring.Lease, error)
+	}
+	HealthSink   interface{ SetHealthy(id string, healthy bool) }
+	SetEndpoints func(ids []string) error
+	// Extra are routes to add to the ops mux (/debug/cluster).
+	Extra map[string]http.Handler
+}
+
+func newClusterWiring(c *cli.Context, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Logger) (*clusterWiring, error) {
+	w := &clusterWiring{Picker: bal, HealthSink: bal, SetEndpoints: bal.SetEndpoints}
+	cfg, on, err := gossipConfig(c)
+	if err != nil || !on {
+		return w, err
+	}
+	n, err := gossip.New(cfg, bal, reg, log)
+	if err != nil {
+		return nil, err
+	}
+	w.node, w.Picker, w.HealthSink = n, n, n
+	w.SetEndpoints = func(ids []string) error { n.ObserveEndpoints(ids); return nil }
+	w.Extra = map[string]http.Handler{"GET /debug/cluster": n.DebugHandler()}
+	return w, nil
+}
+
+// start joins the cluster; a no-op with gossip off.
+func (w *clusterWiring) start(ctx context.Context, log *slog.Logger) error {
+	if w.node == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := w.node.Start(ctx); err != nil {
+		return err
+	}
+	log.Info("gossip started", "node", w.node.Name())
+	return nil
+}
+
+// leave leaves the cluster cleanly, so peers drop this replica's counts at
+// once rather than after the failure detector or staleness notices.
+func (w *clusterWiring) leave(log *slog.Logger) {
+	if w.node == nil {
+		return
+	}
+	if err := w.node.Leave(5 * time.Second); err != nil {
+		log.Warn("gossip leave", "err", err)
+	}
+}

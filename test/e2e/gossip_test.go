@@ -1,0 +1,248 @@
+// Package e2e runs built prefixring binaries as separate processes on
+// 127.0.0.1.
+package e2e
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildPrefixring builds the binary once into a temporary directory.
+func buildPrefixring(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "prefixring")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/prefixring/prefixring/cmd/prefixring").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	url  string
+	done chan error
+}
+
+var servingRe = regexp.MustCompile(`msg=serving listen=(\S+)`)
+
+// startServe runs `prefixring serve` and waits for it to listen.
+func startServe(t *testing.T, bin, name string, args ...string) *proc {
+	t.Helper()
+	args = append([]string{"serve", "--listen", "127.0.0.1:0", "--health-interval", "200ms",
+		"--node-name", name, "--log-level", "info"}, args...)
+	cmd := exec.Command(bin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan error, 1)}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := servingRe.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+			if testing.Verbose() {
+				t.Log(name, sc.Text())
+			}
+		}
+		p.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+	})
+	select {
+	case a := <-addr:
+		p.url = "http://" + a
+	case err := <-p.done:
+		t.Fatalf("%s exited: %v", name, err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not start", name)
+	}
+	return p
+}
+
+// clusterView is the part of /debug/cluster the test reads.
+type clusterView struct {
+	Members []struct{ Name, Addr string } `json:"members"`
+	Loads   map[string]int64              `json:"loads"`
+}
+
+func (p *proc) cluster(t *testing.T) clusterView {
+	t.Helper()
+	resp, err := http.Get(p.url + "/debug/cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v clusterView
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func (p *proc) selfAddr(t *testing.T) string {
+	for _, m := range p.cluster(t).Members {
+		if m.Name == p.name {
+			return m.Addr
+		}
+	}
+	t.Fatalf("%s not among its own members", p.name)
+	return ""
+}
+
+func waitFor(t *testing.T, what string, limit time.Duration, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if ok() {
+			return
+		}
+	}
+	t.Fatalf("timed out after %v waiting for %s", limit, what)
+}
+
+// upstreams are n HTTP servers that hold each request for the current delay.
+type upstreams struct {
+	urls  []string
+	delay atomic.Int64
+}
+
+func newUpstreams(t *testing.T, n int) *upstreams {
+	u := &upstreams{}
+	for i := range n {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			if r.URL.Path != "/health" {
+				time.Sleep(time.Duration(u.delay.Load()))
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"object":"chat.completion","upstream":%d}`, i)
+		}))
+		t.Cleanup(s.Close)
+		u.urls = append(u.urls, s.URL)
+	}
+	return u
+}
+
+const prompt = `{"model":"m","messages":[{"role":"system","content":"You are the support assistant of ACME Corp. Answer briefly."},{"role":"user","content":"same question"}]}`
+
+// send posts the shared prompt and returns the endpoint and decision.
+func send(t *testing.T, p *proc) (string, string) {
+	resp, err := http.Post(p.url+"/v1/chat/completions", "application/json", strings.NewReader(prompt))
+	if err != nil {
+		t.Error(err)
+		return "", ""
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("%s: status %d", p.name, resp.StatusCode)
+	}
+	return resp.Header.Get("X-Prefixring-Endpoint"), resp.Header.Get("X-Prefixring-Decision")
+}
+
+// spillSequence sends 10 held requests of the hot prompt, 250ms apart, to
+// replicas in turn, and returns where each went.
+func spillSequence(t *testing.T, reps []*proc) []string {
+	var wg sync.WaitGroup
+	out := make([]string, 10)
+	for i := range out {
+		wg.Go(func() {
+			ep, d := send(t, reps[i%len(reps)])
+			out[i] = ep + " " + d
+		})
+		time.Sleep(250 * time.Millisecond)
+	}
+	wg.Wait()
+	return out
+}
+
+func TestGossipMultiProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildPrefixring(t)
+	up := newUpstreams(t, 4)
+	key := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	common := []string{"--endpoints", strings.Join(up.urls, ","), "--gossip-key", key, "--gossip-interval", "50ms"}
+	r0 := startServe(t, bin, "r0", append(common, "--gossip-bind", "127.0.0.1:0")...)
+	seed := r0.selfAddr(t)
+	reps := []*proc{r0}
+	for _, name := range []string{"r1", "r2"} {
+		reps = append(reps, startServe(t, bin, name, append(common, "--gossip-bind", "127.0.0.1:0", "--join", seed)...))
+	}
+	for _, r := range reps {
+		waitFor(t, r.name+" to see 3 members", 10*time.Second, func() bool { return len(r.cluster(t).Members) == 3 })
+	}
+
+	// One prefix, each replica in turn: one endpoint.
+	first, _ := send(t, r0)
+	for i := range 9 {
+		if ep, _ := send(t, reps[i%3]); ep != first {
+			t.Fatalf("request %d via %s went to %s, first went to %s", i, reps[i%3].name, ep, first)
+		}
+	}
+
+	// A hot prefix spills the same way whichever replica receives it: the
+	// sequence through all three equals the sequence through r0 alone.
+	up.delay.Store(int64(4 * time.Second))
+	alone := spillSequence(t, reps[:1])
+	waitFor(t, "loads to drain", 10*time.Second, func() bool { return len(r0.cluster(t).Loads) == 0 })
+	spread := spillSequence(t, reps)
+	t.Logf("through r0: %v\nround-robin: %v", alone, spread)
+	if fmt.Sprint(alone) != fmt.Sprint(spread) {
+		t.Fatalf("hot prefix spilled differently:\nthrough r0:  %v\nround-robin: %v", alone, spread)
+	}
+	if !strings.Contains(fmt.Sprint(spread), "spill") {
+		t.Fatalf("10 held requests on one prefix never spilled: %v", spread)
+	}
+	waitFor(t, "loads to drain", 10*time.Second, func() bool { return len(r0.cluster(t).Loads) == 0 })
+
+	// A replica with the wrong key is refused and changes nothing.
+	wrong := base64.StdEncoding.EncodeToString([]byte("fedcba9876543210fedcba9876543210"))
+	intruder := startServe(t, bin, "r3", "--endpoints", strings.Join(up.urls, ","), "--gossip-key", wrong,
+		"--gossip-bind", "127.0.0.1:0", "--join", seed)
+	up.delay.Store(int64(3 * time.Second))
+	var held sync.WaitGroup
+	for range 2 {
+		held.Go(func() { send(t, intruder) })
+	}
+	time.Sleep(time.Second)
+	if n := len(intruder.cluster(t).Members); n != 1 {
+		t.Fatalf("wrong-key replica sees %d members", n)
+	}
+	for _, r := range reps {
+		v := r.cluster(t)
+		if len(v.Members) != 3 || len(v.Loads) != 0 {
+			t.Fatalf("%s after the wrong-key replica: %d members, loads %v", r.name, len(v.Members), v.Loads)
+		}
+	}
+	held.Wait()
+	up.delay.Store(0)
+
+	// A clean shutdown leaves the cluster at once.
+	_ = reps[2].cmd.Process.Signal(syscall.SIGTERM)
+	waitFor(t, "r0 to drop r2 after its leave", 3*time.Second, func() bool { return len(r0.cluster(t).Members) == 2 })
+}
