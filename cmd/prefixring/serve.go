@@ -48,7 +48,7 @@ func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:   "serve",
 		Usage:  "route OpenAI-compatible requests to inference servers by prompt prefix",
-		Flags:  serveFlags(),
+		Flags:  append(serveFlags(), gossipFlags()...),
 		Action: serve,
 	}
 }
@@ -77,6 +77,7 @@ type replica struct {
 	health    *proxy.Health
 	handler   http.Handler
 	draining  atomic.Bool
+	cluster   *clusterWiring // gossip; passes the balancer through when off
 }
 
 func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
@@ -95,16 +96,19 @@ func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
 	r := &replica{log: log, reg: prometheus.NewRegistry(), balancer: bal}
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := proxy.NewMetrics(r.reg, bal.Status)
+	if r.cluster, err = newClusterWiring(c, bal, r.reg, log); err != nil {
+		return nil, err
+	}
 
 	hc := proxy.DefaultHealthConfig()
 	hc.Interval, hc.Timeout = c.Duration("health-interval"), c.Duration("health-timeout")
 	hc.Path, hc.FailureThreshold = c.String("health-path"), c.Int("failure-threshold")
-	if r.health, err = proxy.NewHealth(hc, bal, nil, metrics, log); err != nil {
+	if r.health, err = proxy.NewHealth(hc, r.cluster.HealthSink, nil, metrics, log); err != nil {
 		return nil, err
 	}
 	r.endpoints = proxy.NewEndpoints(
 		func(ids []string) {
-			if err := bal.SetEndpoints(ids); err != nil {
+			if err := r.cluster.SetEndpoints(ids); err != nil {
 				log.Error("endpoint set rejected", "err", err)
 			}
 		},
@@ -116,13 +120,14 @@ func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
 	pc.MaxBodyBytes, pc.MaxRetries = c.Int64("max-body-bytes"), c.Int("max-retries")
 	pc.SessionHeader = c.String("session-header")
 	router, err := proxy.NewRouter(pc, proxy.Deps{
-		Picker: bal, Keyer: keyer, Endpoints: r.endpoints, Observer: r.health, Metrics: metrics, Log: log,
+		Picker: r.cluster.Picker, Keyer: keyer, Endpoints: r.endpoints, Observer: r.health, Metrics: metrics, Log: log,
 	})
 	if err != nil {
 		return nil, err
 	}
 	r.handler = proxy.Mux(router, proxy.Ops{
 		Gatherer: r.reg, Status: bal.Status, LoadFactor: rc.LoadFactor, Draining: r.draining.Load,
+		Extra: r.cluster.Extra,
 	})
 	return r, nil
 }
@@ -154,6 +159,10 @@ func serve(c *cli.Context) error {
 		go src.Watch(bg, c.Duration("dns-interval"), r.endpoints, log)
 	}
 	go r.health.Run(bg)
+	if err := r.cluster.start(ctx, log); err != nil {
+		return err
+	}
+	defer r.cluster.leave(log)
 
 	ln, err := net.Listen("tcp", c.String("listen"))
 	if err != nil {
