@@ -218,8 +218,10 @@ func exchangeOf(r *http.Request) *exchange { return r.Context().Value(exchangeKe
 
 // rewrite points the outgoing request at the leased endpoint.
 func (rt *Router) rewrite(pr *httputil.ProxyRequest) {
-	pr.Out.URL = rt.target(exchangeOf(pr.In).lease.Endpoint, exchangeOf(pr.In))
+	x := exchangeOf(pr.In)
+	pr.Out.URL = rt.target(x.lease.Endpoint, x)
 	pr.Out.Host = ""
+	replayable(pr.Out, x.body)
 	pr.SetXForwarded()
 	pr.Out.Header.Del(rt.cfg.SessionHeader)
 }
@@ -233,6 +235,20 @@ func (rt *Router) target(id string, x *exchange) *url.URL {
 		return &url.URL{Path: x.path}
 	}
 	return &url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path + x.path, RawQuery: x.query}
+}
+
+// replayable lets the shared Transport resend a request on a fresh
+// connection to the same endpoint when a reused keep-alive connection turns
+// out to be closed (uvicorn, under vLLM, drops idle connections after 5 s:
+// a request can meet that close in flight). Without it the failure would
+// reach the retry loop, move the request off its home and count against the
+// endpoint's health. The nil-valued X-Idempotency-Key marks the request
+// replayable to the Transport and is not sent on the wire: inference
+// requests have no side effects beyond compute, the same reason failures
+// before response headers are retried elsewhere.
+func replayable(out *http.Request, body []byte) {
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	out.Header["X-Idempotency-Key"] = nil
 }
 
 func (rt *Router) modifyResponse(resp *http.Response) error {

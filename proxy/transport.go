@@ -48,6 +48,7 @@ func (t *retrying) RoundTrip(out *http.Request) (*http.Response, error) {
 		out.URL = t.rt.target(next.Endpoint, x)
 		out.Host = ""
 		out.Body = io.NopCloser(bytes.NewReader(x.body))
+		replayable(out, x.body)
 		t.rt.log.Debug("retrying on next candidate", "failed", failed, "next", next.Endpoint, "err", err)
 	}
 }

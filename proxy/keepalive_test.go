@@ -1,0 +1,72 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+)
+
+// closingUpstream answers the first request on each connection with
+// keep-alive, then reads the next request on it and hangs up without an
+// answer: what a server does when its idle timeout fires just as a reused
+// connection carries a new request.
+func closingUpstream(t *testing.T) (url string, answered *atomic.Int64) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	answered = &atomic.Int64{}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				answered.Add(1)
+				fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+				if req, err = http.ReadRequest(br); err == nil {
+					io.Copy(io.Discard, req.Body) // then close: no answer
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String(), answered
+}
+
+func TestStaleKeepAliveIsResentToTheSameEndpoint(t *testing.T) {
+	f := newFixture(t, 0)
+	a, _ := closingUpstream(t)
+	b, _ := closingUpstream(t)
+	if err := f.endpoints.Set([]string{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	home := ""
+	for i := range 10 {
+		resp := f.post(t, "/v1/completions", `{"model":"m","prompt":"one conversation"}`)
+		readAll(t, resp.Body)
+		ep, d := resp.Header.Get("X-Prefixring-Endpoint"), resp.Header.Get("X-Prefixring-Decision")
+		if resp.StatusCode != 200 || d != "home" || (home != "" && ep != home) {
+			t.Fatalf("request %d: status %d, %s (%s), home %s", i, resp.StatusCode, ep, d, home)
+		}
+		home = ep
+	}
+	st, _ := f.balancer.Status()
+	for _, e := range st {
+		if !e.Healthy {
+			t.Fatalf("%s ejected for closing idle connections", e.ID)
+		}
+	}
+}
