@@ -1,0 +1,210 @@
+package proxy_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prefixring/prefixring/prefix"
+	"github.com/prefixring/prefixring/proxy"
+	"github.com/prefixring/prefixring/ring"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// BenchmarkRouter measures the proxy path in-process, for 2 KB and 64 KB
+// chat requests rotating over 64 bodies with distinct prompts, against an
+// httptest upstream on 127.0.0.1 that reads the body and answers a fixed
+// completion. The router is wired as cmd/prefixring/serve.go wires it
+// (balancer, keyer, metrics, health observer, ops mux). Sub-benchmarks:
+//
+//   - key: prefix.Keyer.Key alone, the affinity-key part of the handler.
+//   - direct: a client's POST straight to the upstream (the baseline).
+//   - handler: the router's ServeHTTP into an httptest.ResponseRecorder,
+//     which includes its own upstream round trip but no client hop.
+//   - loopback: a client's POST through the router on a loopback listener;
+//     loopback minus direct is what the router adds to one request.
+//   - loopback-parallel: the same with GOMAXPROCS*4 concurrent clients,
+//     a throughput figure comparable to scripts/bench-proxy.sh.
+//
+// Measured on the shared 2-core dev machine (go test -bench Router
+// -benchtime 2s -benchmem, Go 1.26, load average 6-9 from other work, so
+// ns/op is good to a factor ~2 only; B/op and allocs/op are stable):
+//
+//	                                 ns/op      B/op allocs
+//	chat-2KB/key                     6,613         0      0
+//	chat-2KB/direct                 45,108     6,884     82
+//	chat-2KB/handler               122,584    23,270    135
+//	chat-2KB/loopback              173,861    19,658    202
+//	chat-2KB/loopback-parallel     378,876    19,746    200
+//	chat-64KB/key                   13,829         0      0
+//	chat-64KB/direct               164,712    39,815     84
+//	chat-64KB/handler              307,073   245,221    134
+//	chat-64KB/loopback             282,696   146,908    203
+//	chat-64KB/loopback-parallel    389,618   147,176    202
+//
+// The 64 KB handler allocates 3.7x its body: readBody's bytes.Buffer is
+// grown to ContentLength, then ReadFrom grows it again (2x) for its
+// MinRead slack. docs/bench-proxy.md interprets the numbers next to the
+// wrk runs and lists the fixes.
+func BenchmarkRouter(b *testing.B) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, completion)
+	}))
+	defer upstream.Close()
+	handler, keyer := newBenchRouter(b, upstream.URL)
+	router := httptest.NewServer(handler)
+	defer router.Close()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}}
+	defer client.CloseIdleConnections()
+
+	for _, size := range []int{2 << 10, 64 << 10} {
+		bodies := chatBodies(64, size)
+		b.Run(fmt.Sprintf("chat-%dKB", size>>10), func(b *testing.B) {
+			b.Run("key", func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(size))
+				i := 0
+				for b.Loop() {
+					if _, _, err := keyer.Key(prefix.RouteChat, bodies[i%len(bodies)]); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+			b.Run("direct", func(b *testing.B) { benchPost(b, client, upstream.URL, bodies) })
+			b.Run("handler", func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(size))
+				i := 0
+				for b.Loop() {
+					req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(bodies[i%len(bodies)]))
+					req.Header.Set("Content-Type", "application/json")
+					rec := httptest.NewRecorder()
+					handler.ServeHTTP(rec, req)
+					if rec.Code != http.StatusOK {
+						b.Fatalf("status %d: %s", rec.Code, rec.Body)
+					}
+					i++
+				}
+			})
+			b.Run("loopback", func(b *testing.B) { benchPost(b, client, router.URL, bodies) })
+			b.Run("loopback-parallel", func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(size))
+				b.SetParallelism(4)
+				b.RunParallel(func(pb *testing.PB) {
+					for i := 0; pb.Next(); i++ {
+						if err := post(client, router.URL, bodies[i%len(bodies)]); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		})
+	}
+}
+
+// newBenchRouter wires the handler as serve.go does, in front of one
+// upstream at url, and returns it with its keyer.
+func newBenchRouter(b *testing.B, url string) (http.Handler, *prefix.Keyer) {
+	b.Helper()
+	log := slog.New(slog.DiscardHandler)
+	bal, err := ring.NewBalancer(ring.DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	keyer, err := prefix.New(prefix.DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	metrics := proxy.NewMetrics(reg, bal.Status)
+	health, err := proxy.NewHealth(proxy.DefaultHealthConfig(), bal, nil, metrics, log)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var endpoints *proxy.Endpoints
+	endpoints = proxy.NewEndpoints(
+		func(ids []string) {
+			if err := bal.SetEndpoints(ids); err != nil {
+				b.Fatal(err)
+			}
+		},
+		func(ids []string) { health.SetTargets(endpoints, ids) },
+	)
+	if err := endpoints.Set([]string{url}); err != nil {
+		b.Fatal(err)
+	}
+	router, err := proxy.NewRouter(proxy.DefaultConfig(), proxy.Deps{
+		Picker: bal, Keyer: keyer, Endpoints: endpoints, Observer: health, Metrics: metrics, Log: log,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return proxy.Mux(router, proxy.Ops{Gatherer: reg, Status: bal.Status}), keyer
+}
+
+func benchPost(b *testing.B, client *http.Client, base string, bodies [][]byte) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(bodies[0])))
+	i := 0
+	for b.Loop() {
+		if err := post(client, base, bodies[i%len(bodies)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+func post(client *http.Client, base string, body []byte) error {
+	resp, err := client.Post(base+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// completion is the upstream's answer: a short non-streamed completion.
+const completion = `{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,` +
+	`"model":"bench-model","choices":[{"index":0,"message":{"role":"assistant",` +
+	`"content":"OK."},"finish_reason":"stop"}],` +
+	`"usage":{"prompt_tokens":512,"completion_tokens":2,"total_tokens":514}}`
+
+// chatBodies returns n chat requests of exactly size bytes whose user
+// messages differ in their first words (the same shape as
+// scripts/benchproxy/chat.lua sends).
+func chatBodies(n, size int) [][]byte {
+	words := []string{"prefix ", "cache ", "token ", "ring ", "router ", "prompt ", "endpoint ", "load "}
+	out := make([][]byte, n)
+	for i := range out {
+		head := fmt.Sprintf(`{"model":"bench-model","max_tokens":16,"messages":[`+
+			`{"role":"system","content":"You are a concise assistant. Answer in one sentence."},`+
+			`{"role":"user","content":"Conversation %02d of the benchmark: summarise the following notes. `, i+1)
+		const tail = `"}]}`
+		var sb strings.Builder
+		sb.WriteString(head)
+		for w := i + 1; sb.Len()+len(tail) < size; w++ {
+			word := words[w%len(words)]
+			if rest := size - len(tail) - sb.Len(); len(word) > rest {
+				word = strings.Repeat("x", rest)
+			}
+			sb.WriteString(word)
+		}
+		sb.WriteString(tail)
+		out[i] = []byte(sb.String())
+	}
+	return out
+}
