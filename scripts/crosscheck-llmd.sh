@@ -39,7 +39,9 @@ trap 'ip netns pids "$NS" | xargs -r kill; ip netns del "$NS"' EXIT
 ip netns exec "$NS" ip link set lo up
 in_ns() { ip netns exec "$NS" "$@"; }
 
-PROMPT=$(python3 -c "print('abcd'*$TOKENS)")
+# Words of three letters and a space: 4 characters, one token for our
+# stand-in tokenizer and one for llm-d's whitespace-splitting dummy tokenizer.
+PROMPT=$(python3 -c "print('abc '*$TOKENS)")
 BODY=$(printf '{"model":"%s","prompt":"%s","max_tokens":1}' "$MODEL" "$PROMPT")
 
 # experiment NAME: cold then warm request, TTFT = time to the whole
@@ -52,26 +54,28 @@ experiment() {
 		python3 -c "import json,sys; u=json.load(open(sys.argv[1])).get('usage',{}); print('  usage', u)" "$OUT/$name.resp$i.json" || true
 	done
 	in_ns curl -s "http://127.0.0.1:$PORT/metrics" >"$OUT/$name.metrics"
-	grep -o '^vllm:[a-z_:]*' "$OUT/$name.metrics" | sed 's/_\(bucket\|sum\|count\)$//' | sort -u >"$OUT/$name.names"
+	grep -o '^vllm:[a-z0-9_:]*' "$OUT/$name.metrics" | sed 's/_\(bucket\|sum\|count\)$//' | sort -u >"$OUT/$name.names"
 }
 
 wait_up() { for _ in $(seq 100); do in_ns curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && return; sleep 0.2; done; echo "$1 did not start" >&2; exit 1; }
 
 # 3. llm-d-inference-sim: dummy tokenizer (else it fetches one from a model
 #    hub), KV cache simulation on, per-token prefill latency.
-POD_IP=127.0.0.1 in_ns "$OUT/llm-d-inference-sim" --model "$MODEL" --port $PORT \
-	--force-dummy-tokenizer --enable-kvcache --block-size 16 \
+ip netns exec "$NS" env POD_IP=127.0.0.1 "$OUT/llm-d-inference-sim" --model "$MODEL" --port $PORT \
+	--force-dummy-tokenizer --enable-kvcache --block-size 16 --max-model-len 131072 \
 	--latency-calculator per-token --prefill-time-per-token "${PER_TOKEN_US}us" \
 	--time-to-first-token 0 --inter-token-latency 0 >"$OUT/llmd.log" 2>&1 &
+pid=$!
 wait_up llm-d-inference-sim
 experiment llmd
-kill %1; wait %1 2>/dev/null || true
+kill $pid; wait $pid 2>/dev/null || true
 
 # 4. prefixring sim, same experiment.
-in_ns "$OUT/prefixring" sim --listen 127.0.0.1:$PORT --model "$MODEL" --log-level warn >"$OUT/prefixring.log" 2>&1 &
+ip netns exec "$NS" "$OUT/prefixring" sim --listen 127.0.0.1:$PORT --model "$MODEL" --log-level warn >"$OUT/prefixring.log" 2>&1 &
+pid=$!
 wait_up "prefixring sim"
 experiment prefixring
-kill %1; wait %1 2>/dev/null || true
+kill $pid; wait $pid 2>/dev/null || true
 
 echo "metric names only llm-d-inference-sim has:"; comm -23 "$OUT/llmd.names" "$OUT/prefixring.names" | sed 's/^/  /'
 echo "metric names only prefixring sim has:"; comm -13 "$OUT/llmd.names" "$OUT/prefixring.names" | sed 's/^/  /'
