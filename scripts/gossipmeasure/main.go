@@ -1,0 +1,122 @@
+// Command gossipmeasure runs the gossip measures of docs/gossip-measures.md
+// in the fleet simulator: decision agreement, hit rate against router
+// replica count with and without gossip, and the staleness sweep.
+//
+//	go run ./scripts/gossipmeasure            # all tables
+//	go run ./scripts/gossipmeasure -table sweep
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prefixring/prefixring/engine"
+	"github.com/prefixring/prefixring/gossip/replsim"
+	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/sim"
+	"github.com/prefixring/prefixring/workload"
+)
+
+var (
+	table    = flag.String("table", "all", "agreement, replicas, sweep or all")
+	engines  = flag.Int("engines", 8, "simulated vLLM engines")
+	requests = flag.Int("requests", 6000, "requests per run")
+	rate     = flag.Float64("rate", 40, "arrivals per second")
+	kvBlocks = flag.Int("kv-blocks", 6000, "KV cache blocks per engine (16 tokens each)")
+	seed     = flag.Uint64("seed", 1, "workload seed")
+	skew     = flag.Float64("skew", 1, "Zipf exponent of group popularity (0: uniform)")
+	sweepR   = flag.Int("sweep-replicas", 8, "replicas in the staleness sweep")
+)
+
+func main() {
+	flag.Parse()
+	w := workload.SharedPrefix{Groups: 64, Skew: *skew, SystemTokens: 4096, UserTokens: 256, OutputTokens: 128,
+		Rate: *rate, Requests: *requests, Seed: *seed}
+	fmt.Printf("workload: %+v; %d engines (%s, %d KV blocks each); load factor %.2f; key = first 256 tokens\n\n",
+		w, *engines, engine.DefaultConfig().Profile.Name, *kvBlocks, ring.DefaultConfig().LoadFactor)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	defer tw.Flush()
+	fmt.Fprintln(tw, "table\treplicas\tgossip\tinterval\tagreement\thit rate\thit/hit(1)\tspill+fallback\tmean in-flight/engine\tTTFT p50 ms\tTTFT p99 ms\t")
+	base := run(w, 1, true, 100*time.Millisecond)
+	if *table == "agreement" || *table == "all" {
+		print(tw, "agreement", run(w, 3, true, 100*time.Millisecond), base)
+	}
+	if *table == "replicas" || *table == "all" {
+		for _, r := range []int{1, 2, 4, 8} {
+			print(tw, "replicas", run(w, r, true, 100*time.Millisecond), base)
+			print(tw, "replicas", run(w, r, false, 0), base)
+		}
+	}
+	if *table == "sweep" || *table == "all" {
+		for _, iv := range []time.Duration{10, 20, 50, 100, 200, 500, 1000, 2000, 5000} {
+			print(tw, "sweep", run(w, *sweepR, true, iv*time.Millisecond), base)
+		}
+	}
+}
+
+type result struct {
+	replicas          int
+	gossip            bool
+	interval          time.Duration
+	agreement, hit    float64
+	offHome, inflight float64
+	p50, p99          time.Duration
+}
+
+func run(w workload.SharedPrefix, replicas int, gossip bool, interval time.Duration) result {
+	reqs, _, err := w.Generate()
+	if err != nil {
+		log.Fatal(err)
+	}
+	p, err := replsim.New(replsim.Config{Replicas: replicas, Endpoints: sim.EndpointIDs(*engines),
+		Ring: ring.DefaultConfig(), Gossip: gossip, Interval: interval})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ec := engine.DefaultConfig()
+	ec.NumBlocks = *kvBlocks
+	res, err := sim.Run(sim.Config{Engines: *engines, Engine: ec, Picker: p, Key: p.Key(sim.PrefixKey(256))}, reqs)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var cached, prompt, off int
+	var ttft []time.Duration
+	var busy time.Duration
+	for _, r := range res.Records {
+		if r.Err != "" {
+			continue
+		}
+		cached += r.CachedTokens
+		prompt += r.PromptTokens
+		if r.Decision != "home" {
+			off++
+		}
+		ttft = append(ttft, r.TTFT)
+	}
+	slices.Sort(ttft)
+	for _, r := range res.Records {
+		busy += r.E2E
+	}
+	return result{
+		replicas: replicas, gossip: gossip, interval: interval, agreement: p.Agreement(),
+		hit: float64(cached) / float64(prompt), offHome: float64(off) / float64(len(ttft)),
+		inflight: float64(busy) / float64(res.End) / float64(*engines),
+		p50:      ttft[len(ttft)/2], p99: ttft[len(ttft)*99/100],
+	}
+}
+
+func print(tw *tabwriter.Writer, name string, r, base result) {
+	iv := "-"
+	if r.gossip {
+		iv = r.interval.String()
+	}
+	fmt.Fprintf(tw, "%s\t%d\t%v\t%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.1f\t%.0f\t%.0f\t\n", name, r.replicas, r.gossip, iv,
+		r.agreement, r.hit, r.hit/base.hit, r.offHome, r.inflight,
+		float64(r.p50)/float64(time.Millisecond), float64(r.p99)/float64(time.Millisecond))
+	tw.Flush()
+}
