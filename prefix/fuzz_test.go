@@ -1,8 +1,12 @@
 package prefix
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf16"
 )
 
 // fuzzConfigs are the configurations every fuzz input is keyed under: a
@@ -93,6 +97,66 @@ func FuzzReference(f *testing.F) {
 			if (gotErr == nil) != (wantErr == nil) || gotOK != wantOK || got != want {
 				t.Fatalf("MaxChars=%d common=%d route=%v\n got %x %v %v\nwant %x %v %v",
 					cfg.MaxChars, cfg.Common.Len(), r, got, gotOK, gotErr, want, wantOK, wantErr)
+			}
+		}
+	})
+}
+
+// escapeAll writes s as a JSON string with every non-ASCII, quote,
+// backslash and control character as a \u escape (surrogate pairs above
+// U+FFFF), a spelling no encoder produces by default.
+func escapeAll(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r >= 0x10000:
+			hi, lo := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, `\u%04x\u%04X`, hi, lo)
+		case r < 0x20 || r == '"' || r == '\\' || r >= 0x80:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// FuzzChatInvariance: for any message texts and window, the key does not
+// change with member order, white space, escaping, fields that do not reach
+// the prompt, the string-vs-text-part spelling of content, or later turns.
+func FuzzChatInvariance(f *testing.F) {
+	f.Add("You are terse.", "hi", "Hello!", "more", uint16(4096))
+	f.Add("", "日本語 \U0001F600 \"q\" \\ \n", "x", "y", uint16(3))
+	f.Add(strings.Repeat("s", 300), "\xff\xfe bad utf8", "", "", uint16(257))
+	f.Fuzz(func(t *testing.T, system, user, reply, next string, max uint16) {
+		k, err := New(Config{MaxChars: 1 + int(max)%5000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sysMsg := `{"role":"system","content":` + jsonString(system) + `}`
+		base := `{"model":"m","messages":[` + sysMsg + `,{"role":"user","content":` + jsonString(user) + `}]}`
+		variants := []string{
+			` { "temperature" : 0.5 , "messages" : [ {"content":` + escapeAll(system) + ` , "role":"sys\u0074em"},` +
+				"\n\t" + `{"content":` + escapeAll(user) + `,"role":"user","name":"n"} ] , "model":"\u006d", "stream":true } `,
+			`{"model":"m","messages":[` + sysMsg + `,{"role":"user","content":[{"text":` + jsonString(user) + `,"type":"text"},{"type":"image_url","image_url":{"url":"u"}}]}]}`,
+			`{"model":"m","messages":[` + sysMsg + `,{"role":"user","content":` + jsonString(user) + `},{"role":"assistant","content":` +
+				jsonString(reply) + `},{"role":"user","content":` + jsonString(next) + `}],"max_tokens":5}`,
+		}
+		want, ok, err := k.Key(RouteChat, []byte(base))
+		if err != nil || !ok {
+			t.Fatalf("base: %v %v\n%s", ok, err, base)
+		}
+		for i, v := range variants {
+			got, ok, err := k.Key(RouteChat, []byte(v))
+			if err != nil || !ok || got != want {
+				t.Fatalf("variant %d: %x %v %v, want %x\n%s\n%s", i, got, ok, err, want, base, v)
 			}
 		}
 	})

@@ -102,12 +102,12 @@ func (r *request) sum() uint64 {
 	binary.LittleEndian.PutUint64(b[1:], r.whole(r.model))
 	binary.LittleEndian.PutUint64(b[9:], r.whole(r.lora))
 	if r.tools {
-		binary.LittleEndian.PutUint64(b[17:], r.toolsT.d.Sum64())
+		binary.LittleEndian.PutUint64(b[17:], r.toolsT.sum())
 	}
 	if r.route == RouteChat {
-		binary.LittleEndian.PutUint64(b[25:], r.preamble.d.Sum64())
+		binary.LittleEndian.PutUint64(b[25:], r.preamble.sum())
 	}
-	binary.LittleEndian.PutUint64(b[33:], r.anchor.d.Sum64())
+	binary.LittleEndian.PutUint64(b[33:], r.anchor.sum())
 	return xxhash.Sum64(b[:])
 }
 
@@ -121,5 +121,5 @@ func (r *request) whole(pos int) uint64 {
 	t.init(math.MaxInt, nil)
 	s := scanner{b: r.body, i: pos}
 	_ = t.str(&s) // already scanned once by parse
-	return t.d.Sum64()
+	return t.sum()
 }

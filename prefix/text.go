@@ -16,6 +16,11 @@ const (
 	sepPart    = 0xFD // between text parts; opens a literal in tools
 )
 
+// stageSize is the text staging buffer: decoded text is copied there and
+// hashed in blocks, because a Digest.Write per escape or non-ASCII rune
+// costs more than the rune itself.
+const stageSize = 256
+
 // text hashes a budgeted stream of units: one unit per code point of
 // decoded string text, per separator byte and per literal byte; four per
 // token id. Reading stops after limit units. With a Common table, every
@@ -23,6 +28,8 @@ const (
 // common, limit moves ChunkChars further.
 type text struct {
 	d      xxhash.Digest
+	stage  [stageSize]byte
+	ns     int // bytes in stage
 	n      int // units hashed so far
 	limit  int // stop after this many units
 	window int // MaxChars
@@ -50,6 +57,36 @@ func (t *text) room() int {
 	return t.limit - t.n
 }
 
+func (t *text) flush() {
+	t.d.Write(t.stage[:t.ns])
+	t.ns = 0
+}
+
+// sum is the hash of everything hashed so far.
+func (t *text) sum() uint64 {
+	t.flush()
+	return t.d.Sum64()
+}
+
+func (t *text) put(p []byte) {
+	if t.ns+len(p) > stageSize {
+		t.flush()
+		if len(p) > stageSize {
+			t.d.Write(p)
+			return
+		}
+	}
+	t.ns += copy(t.stage[t.ns:], p)
+}
+
+func (t *text) putByte(c byte) {
+	if t.ns == stageSize {
+		t.flush()
+	}
+	t.stage[t.ns] = c
+	t.ns++
+}
+
 // event runs when n reaches a chunk boundary or the limit. Common prefixes
 // are prefix-closed (a prefix of a common prefix is at least as common), so
 // the first uncommon boundary ends the search.
@@ -57,7 +94,7 @@ func (t *text) event() {
 	if t.next == 0 || t.n < t.next {
 		return
 	}
-	h := t.d.Sum64()
+	h := t.sum()
 	switch {
 	case t.obsMax > 0:
 		t.obs = append(t.obs, h)
@@ -79,7 +116,7 @@ func (t *text) sep(c byte) {
 	if t.full() {
 		return
 	}
-	t.d.Write([]byte{c})
+	t.putByte(c)
 	t.n++
 	t.event()
 }
@@ -88,7 +125,7 @@ func (t *text) sep(c byte) {
 func (t *text) token(v uint32) {
 	var b [4]byte
 	binary.LittleEndian.PutUint32(b[:], v)
-	t.d.Write(b[:])
+	t.put(b[:])
 	t.n += 4
 	t.event()
 }
@@ -104,6 +141,15 @@ func ascii8(x uint64) bool {
 
 var replacement = []byte(string(utf8.RuneError))
 
+// plainASCII marks the bytes a JSON string can hold as they are, one unit
+// each.
+var plainASCII = func() (t [256]bool) {
+	for c := 0; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // str hashes the decoded text of the JSON string at s.i (which must be at
 // its opening quote) until the budget runs out, then skips the rest.
 // Decoding follows encoding/json: escapes are decoded, surrogate pairs
@@ -111,21 +157,28 @@ var replacement = []byte(string(utf8.RuneError))
 func (t *text) str(s *scanner) error {
 	b := s.b
 	i := s.i + 1
-	start := i
 	for {
 		room := t.room()
 		if room == 0 {
-			t.d.Write(b[start:i])
-			start = i
 			t.event()
 			if t.room() == 0 {
 				break
 			}
 			continue
 		}
-		if room >= 8 && i+8 <= len(b) && ascii8(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-			t.n += 8
+		// A run of plain ASCII, found 8 bytes at a time, is one unit per
+		// byte and is hashed with one copy: the common case.
+		j, lim := i, i+min(room, len(b)-i)
+		for j+8 <= lim && ascii8(binary.LittleEndian.Uint64(b[j:])) {
+			j += 8
+		}
+		for j < lim && plainASCII[b[j]] {
+			j++
+		}
+		if j > i {
+			t.put(b[i:j])
+			t.n += j - i
+			i = j
 			continue
 		}
 		if i >= len(b) {
@@ -133,32 +186,32 @@ func (t *text) str(s *scanner) error {
 		}
 		switch c := b[i]; {
 		case c == '"':
-			t.d.Write(b[start:i])
 			s.i = i + 1
 			return nil
 		case c == '\\':
-			t.d.Write(b[start:i])
 			r, next, ok := unescape(b, i)
 			if !ok {
 				return errSyntax
 			}
-			var buf [4]byte
-			t.d.Write(appendRune(buf[:0], r))
-			i, start = next, next
-		case c < utf8.RuneSelf:
-			i++
+			if r < utf8.RuneSelf {
+				t.putByte(byte(r))
+			} else {
+				var buf [utf8.UTFMax]byte
+				t.put(utf8.AppendRune(buf[:0], r))
+			}
+			i = next
 		default:
-			r, size := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && size == 1 {
-				t.d.Write(b[start:i])
-				t.d.Write(replacement)
-				start = i + 1
+			size := utf8Len(b[i:])
+			if size == 0 {
+				t.put(replacement)
+				size = 1
+			} else {
+				t.put(b[i : i+size])
 			}
 			i += size
 		}
 		t.n++
 	}
-	t.d.Write(b[start:i])
 	end := stringEnd(b, i)
 	if end < 0 {
 		return errSyntax
@@ -167,12 +220,29 @@ func (t *text) str(s *scanner) error {
 	return nil
 }
 
+// utf8Len is the length of the valid UTF-8 sequence at the start of p
+// (which starts with a byte >= 0x80), or 0 if it is invalid. Two-byte and
+// most three-byte sequences are checked inline; the rest go to utf8.
+func utf8Len(p []byte) int {
+	c := p[0]
+	switch {
+	case c >= 0xC2 && c < 0xE0 && len(p) >= 2 && p[1]&0xC0 == 0x80:
+		return 2
+	case c > 0xE0 && c < 0xF0 && c != 0xED && len(p) >= 3 && p[1]&0xC0 == 0x80 && p[2]&0xC0 == 0x80:
+		return 3
+	}
+	if r, size := utf8.DecodeRune(p); r != utf8.RuneError || size > 1 {
+		return size
+	}
+	return 0
+}
+
 // lit hashes the bytes of a literal (number, true, false, null), one unit
 // each, within the budget.
 func (t *text) lit(v []byte) {
 	for len(v) > 0 && !t.full() {
 		n := min(len(v), t.room())
-		t.d.Write(v[:n])
+		t.put(v[:n])
 		t.n += n
 		v = v[n:]
 		t.event()
