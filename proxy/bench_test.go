@@ -58,9 +58,14 @@ func BenchmarkRouter(b *testing.B) {
 		_, _ = io.WriteString(w, completion)
 	}))
 	defer upstream.Close()
-	handler, keyer := newBenchRouter(b, upstream.URL)
+	handler, keyer := newBenchRouter(b, upstream.URL, nil)
 	router := httptest.NewServer(handler)
 	defer router.Close()
+	// The same router on net/http's Transport, for the A/B of the lean
+	// HTTP/1.1 client (h1.go).
+	stdHandler, _ := newBenchRouter(b, upstream.URL, proxy.NewTransport(proxy.DefaultConfig()))
+	stdRouter := httptest.NewServer(stdHandler)
+	defer stdRouter.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}}
 	defer client.CloseIdleConnections()
 
@@ -95,26 +100,16 @@ func BenchmarkRouter(b *testing.B) {
 				}
 			})
 			b.Run("loopback", func(b *testing.B) { benchPost(b, client, router.URL, bodies) })
-			b.Run("loopback-parallel", func(b *testing.B) {
-				b.ReportAllocs()
-				b.SetBytes(int64(size))
-				b.SetParallelism(4)
-				b.RunParallel(func(pb *testing.PB) {
-					for i := 0; pb.Next(); i++ {
-						if err := post(client, router.URL, bodies[i%len(bodies)]); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			})
+			b.Run("loopback-stdlib", func(b *testing.B) { benchPost(b, client, stdRouter.URL, bodies) })
+			b.Run("loopback-parallel", func(b *testing.B) { benchParallel(b, client, router.URL, bodies) })
+			b.Run("loopback-parallel-stdlib", func(b *testing.B) { benchParallel(b, client, stdRouter.URL, bodies) })
 		})
 	}
 }
 
 // newBenchRouter wires the handler as serve.go does, in front of one
 // upstream at url, and returns it with its keyer.
-func newBenchRouter(b *testing.B, url string) (http.Handler, *prefix.Keyer) {
+func newBenchRouter(b *testing.B, url string, transport http.RoundTripper) (http.Handler, *prefix.Keyer) {
 	b.Helper()
 	log := slog.New(slog.DiscardHandler)
 	bal, err := ring.NewBalancer(ring.DefaultConfig())
@@ -145,11 +140,26 @@ func newBenchRouter(b *testing.B, url string) (http.Handler, *prefix.Keyer) {
 	}
 	router, err := proxy.NewRouter(proxy.DefaultConfig(), proxy.Deps{
 		Picker: bal, Keyer: keyer, Endpoints: endpoints, Observer: health, Metrics: metrics, Log: log,
+		Transport: transport,
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	return proxy.Mux(router, proxy.Ops{Gatherer: reg, Status: bal.Status}), keyer
+}
+
+func benchParallel(b *testing.B, client *http.Client, base string, bodies [][]byte) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(bodies[0])))
+	b.SetParallelism(4)
+	b.RunParallel(func(pb *testing.PB) {
+		for i := 0; pb.Next(); i++ {
+			if err := post(client, base, bodies[i%len(bodies)]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
 
 func benchPost(b *testing.B, client *http.Client, base string, bodies [][]byte) {

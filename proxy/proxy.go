@@ -89,7 +89,7 @@ func NewRouter(cfg Config, d Deps) (*Router, error) {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
 	if d.Transport == nil {
-		d.Transport = NewTransport(cfg)
+		d.Transport = newH1Transport(cfg, NewTransport(cfg))
 	}
 	rt := &Router{cfg: cfg, picker: d.Picker, keyer: d.Keyer, endpoints: d.Endpoints,
 		observer: d.Observer, metrics: d.Metrics, log: d.Log}
@@ -159,16 +159,25 @@ func (rt *Router) reject(w http.ResponseWriter, e *apiError) {
 	writeError(w, e)
 }
 
-// readBody reads the whole body once, within the limit.
+// readBody reads the whole body once, within the limit. With a known
+// Content-Length it reads into a slice of exactly that size: growing a
+// buffer as it fills would copy a long prompt several times.
 func (rt *Router) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 	if r.ContentLength > rt.cfg.MaxBodyBytes {
 		return nil, errTooLarge
 	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+	body := http.MaxBytesReader(w, r.Body, rt.cfg.MaxBodyBytes)
+	var (
+		buf []byte
+		err error
+	)
+	if n := r.ContentLength; n >= 0 {
+		// net/http's server never reads past Content-Length.
+		buf = make([]byte, n)
+		_, err = io.ReadFull(body, buf)
+	} else {
+		buf, err = io.ReadAll(body)
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, rt.cfg.MaxBodyBytes))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
@@ -176,7 +185,7 @@ func (rt *Router) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 	case err != nil:
 		return nil, errReadBody
 	}
-	return buf.Bytes(), nil
+	return buf, nil
 }
 
 // requestOf derives the ring request: the session header's key, else the
@@ -221,6 +230,12 @@ func (rt *Router) rewrite(pr *httputil.ProxyRequest) {
 	x := exchangeOf(pr.In)
 	pr.Out.URL = rt.target(x.lease.Endpoint, x)
 	pr.Out.Host = ""
+	if pr.Out.Body != nil {
+		// ReverseProxy wraps the body in a type net/http cannot see
+		// through; a bytes.Reader lets it send headers and body in one
+		// write.
+		pr.Out.Body = io.NopCloser(bytes.NewReader(x.body))
+	}
 	replayable(pr.Out, x.body)
 	pr.SetXForwarded()
 	pr.Out.Header.Del(rt.cfg.SessionHeader)
