@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -39,6 +40,7 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "health-path", Value: hd.Path, EnvVars: env("health-path"), Usage: "path probed on each endpoint"},
 		&cli.IntFlag{Name: "failure-threshold", Value: hd.FailureThreshold, EnvVars: env("failure-threshold"), Usage: "consecutive failures (probes or requests) that eject an endpoint"},
 		&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: env("drain-timeout"), Usage: "on SIGTERM, how long in-flight requests and streams may finish"},
+		&cli.StringFlag{Name: "pprof-listen", EnvVars: env("pprof-listen"), Usage: "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060 (empty: off; never expose it publicly)"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "debug, info, warn or error"},
 		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("log-format"), Usage: "text or json"},
 	}
@@ -159,6 +161,9 @@ func serve(c *cli.Context) error {
 		go src.Watch(bg, c.Duration("dns-interval"), r.endpoints, log)
 	}
 	go r.health.Run(bg)
+	if addr := c.String("pprof-listen"); addr != "" {
+		go servePprof(bg, addr, log)
+	}
 	if err := r.cluster.start(ctx, log); err != nil {
 		return err
 	}
@@ -190,4 +195,19 @@ func serve(c *cli.Context) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// servePprof serves the profiler on its own listener, apart from the API.
+func servePprof(ctx context.Context, addr string, log *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	context.AfterFunc(ctx, func() { srv.Close() })
+	log.Info("profiler", "listen", addr)
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("profiler stopped", "err", err)
+	}
 }
