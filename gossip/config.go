@@ -42,6 +42,12 @@ type Config struct {
 	// Heartbeat is the longest time between two publications of an
 	// unchanged entry. Default 1s.
 	Heartbeat time.Duration
+	// View is what the bound reads as the cluster-wide load: ViewShared
+	// (every replica's last publication, its own included: all replicas
+	// read the same numbers) or ViewExact (its own live counters plus the
+	// others' publications). Default ViewShared (see
+	// docs/gossip-measures.md and DESIGN.md).
+	View ViewMode
 	// PushPull is memberlist's full-state anti-entropy interval. Default 5s.
 	PushPull time.Duration
 	// StaleAfter is how long a replica's entry counts after its stamp
@@ -69,7 +75,7 @@ func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
 		NodeName: host, BindAddr: "0.0.0.0:7946", RejoinInterval: 10 * time.Second,
-		Interval: 100 * time.Millisecond, Heartbeat: time.Second, PushPull: 5 * time.Second,
+		Interval: 100 * time.Millisecond, Heartbeat: time.Second, View: ViewShared, PushPull: 5 * time.Second,
 		StaleAfter: 5 * time.Second, ForgetAfter: time.Minute, QueueSize: 1024, MaxPacket: 1200,
 	}
 }
@@ -94,6 +100,9 @@ func (c Config) withDefaults() Config {
 	set(&c.PushPull, d.PushPull)
 	set(&c.StaleAfter, d.StaleAfter)
 	set(&c.ForgetAfter, d.ForgetAfter)
+	if c.View == "" {
+		c.View = d.View
+	}
 	if c.QueueSize == 0 {
 		c.QueueSize = d.QueueSize
 	}
@@ -126,6 +135,9 @@ func (c Config) Validate() error {
 	}
 	if c.Interval < time.Millisecond || c.Heartbeat < c.Interval {
 		errs = append(errs, fmt.Errorf("gossip: need 1ms <= interval (%v) <= heartbeat (%v)", c.Interval, c.Heartbeat))
+	}
+	if _, err := ParseViewMode(string(c.View)); err != nil {
+		errs = append(errs, err)
 	}
 	if c.StaleAfter <= c.Heartbeat || c.ForgetAfter < c.StaleAfter {
 		errs = append(errs, fmt.Errorf("gossip: need heartbeat (%v) < stale-after (%v) <= forget-after (%v)",

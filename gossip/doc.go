@@ -11,9 +11,11 @@
 // version); [State.Merge] keeps the newest version of each entry and returns
 // only what changed. Whose counts count is decided by [Liveness]: not a
 // tombstone, not declared dead by memberlist, and stamped within StaleAfter.
-// [ClusterLoads] implements ring.Loads as this replica's exact live counters
-// plus an immutable sum of the others' counted entries, swapped in
-// atomically, so the bound reads it with no lock and no allocation.
+// [ClusterLoads] implements ring.Loads as this replica's last published
+// counts ([ViewShared], the default: every replica reads the same numbers) or
+// its exact live counters ([ViewExact]) plus an immutable sum of the others'
+// counted entries, swapped in atomically, so the bound reads it with no lock
+// and no allocation.
 // [Decide] turns the voters' observations into one endpoint set and health
 // verdict that every replica computes identically.
 //

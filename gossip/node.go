@@ -72,7 +72,7 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 		log = slog.New(slog.DiscardHandler)
 	}
 	n := &Node{
-		cfg: cfg, bal: bal, loads: NewClusterLoads(bal.Inflight()), log: log.With("component", "gossip"),
+		cfg: cfg, bal: bal, loads: NewClusterLoads(bal.Inflight(), cfg.View), log: log.With("component", "gossip"),
 		inbox: make(chan []byte, cfg.QueueSize), sendq: make(chan *memberlist.Node, 256),
 		poke: make(chan struct{}, 1), state: NewState(), obs: observations{down: map[string]bool{}},
 		inc: uint64(time.Now().UnixNano()), stop: make(chan struct{}), members: map[string]memberlist.Node{},
@@ -266,6 +266,7 @@ func (n *Node) Leave(timeout time.Duration) error {
 		Stamp: time.Now().UnixMilli(), Left: true}
 	n.state.Merge(e)
 	n.last = e
+	n.loads.SetOwn(e)
 	n.mu.Unlock()
 	n.broadcast(EncodeFull(e), "full")
 	err := n.ml.Leave(timeout)

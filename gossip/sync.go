@@ -90,11 +90,12 @@ func (n *Node) publish(now time.Time, force bool) {
 		e.Version = n.ver
 		n.state.Merge(e)
 		n.last, n.lastT = e, now
+		n.loads.SetOwn(e) // in ViewShared, our own part changes now, as the others' will on receipt
 	}
 	n.state.Forget(now, n.cfg.ForgetAfter, n.cfg.NodeName)
 	n.refreshLocked(now)
 	n.mu.Unlock()
-	if !send {
+	if !send || n.ml == nil { // nil: not started; tests drive publish and receive by hand
 		return
 	}
 	msg, kind := EncodeFull(e), "full"

@@ -1,7 +1,9 @@
 package gossip
 
 import (
+	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +22,8 @@ import (
 //     age is read from the owner's stamp, every replica drops a silent
 //     replica's counts at the same moment, up to clock skew.
 //
-// The replica's own entry never counts: it reads its exact live counters.
+// The replica's own entry is never counted here: [ClusterLoads] adds either
+// its exact live counters or its last publication, by [ViewMode].
 type Liveness struct {
 	Self       string
 	StaleAfter time.Duration
@@ -37,6 +40,7 @@ func (l Liveness) Counts(e Entry, now time.Time) bool {
 type Remote struct {
 	byID  map[string]int64
 	total int64
+	peers int // entries summed
 }
 
 // SumRemote adds up the entries that count under l at now.
@@ -46,6 +50,7 @@ func SumRemote(entries []Entry, l Liveness, now time.Time) *Remote {
 		if !l.Counts(e, now) {
 			continue
 		}
+		r.peers++
 		for i, id := range e.Endpoints {
 			if n := e.Counts[i]; n != 0 {
 				r.byID[id] += n
@@ -62,32 +67,125 @@ func (r *Remote) Load(id string) int64 { return r.byID[id] }
 // Total returns the other replicas' requests on all endpoints.
 func (r *Remote) Total() int64 { return r.total }
 
-// ClusterLoads is the cluster-wide load the bound reads: this replica's exact
-// live counters plus the latest counted entries of the others. Reads take no
-// lock and allocate nothing; the remote part is swapped in whole.
-type ClusterLoads struct {
-	local  ring.Loads
-	remote atomic.Pointer[Remote]
+// ViewMode says what the bound reads as the cluster-wide load; see DESIGN.md
+// ("Which counts the bound reads").
+type ViewMode string
+
+const (
+	// ViewShared: every replica's counts as it last published them, this
+	// replica's own included (its own entry is updated the instant it
+	// publishes). Every replica reads the same numbers, except while a
+	// publication is on the wire, so all pick the same endpoint; a replica
+	// does not see its own placements until its next publication.
+	ViewShared ViewMode = "shared"
+	// ViewExact: this replica's exact live counters plus the others' latest
+	// publications. Each replica sees its own placements at once, but two
+	// replicas' views differ by their own drift since they last published.
+	ViewExact ViewMode = "exact"
+)
+
+// ParseViewMode checks s; the empty string is the default, [ViewShared].
+func ParseViewMode(s string) (ViewMode, error) {
+	switch m := ViewMode(s); m {
+	case "":
+		return ViewShared, nil
+	case ViewShared, ViewExact:
+		return m, nil
+	}
+	return "", fmt.Errorf("gossip: view %q is neither %q nor %q", s, ViewShared, ViewExact)
 }
 
-// NewClusterLoads returns local plus nothing, until [ClusterLoads.SetRemote].
-func NewClusterLoads(local ring.Loads) *ClusterLoads {
-	c := &ClusterLoads{local: local}
-	c.remote.Store(&Remote{byID: map[string]int64{}})
+// ClusterLoads is the cluster-wide load the bound reads. In [ViewExact] it is
+// this replica's exact live counters plus the counted entries of the others;
+// in [ViewShared] it is this replica's last published counts plus the counted
+// entries of the others, except while no other entry counts: a replica
+// alone has nobody to agree with, so it reads its exact live counters and
+// does not overshoot the bound with its own unpublished placements. Reads
+// take no lock and allocate nothing: both sums are immutable and swapped in
+// together.
+type ClusterLoads struct {
+	shared bool
+	local  ring.Loads
+	mu     sync.Mutex // serializes writers
+	sums   atomic.Pointer[loadSums]
+}
+
+// loadSums is one immutable pair of sums; own is nil in ViewExact.
+type loadSums struct {
+	own, remote *Remote
+}
+
+var emptySum = &Remote{byID: map[string]int64{}}
+
+// NewClusterLoads returns the view of mode over local plus nothing, until
+// [ClusterLoads.SetRemote] and [ClusterLoads.SetOwn].
+func NewClusterLoads(local ring.Loads, mode ViewMode) *ClusterLoads {
+	c := &ClusterLoads{shared: mode != ViewExact, local: local}
+	s := &loadSums{remote: emptySum}
+	if c.shared {
+		s.own = emptySum
+	}
+	c.sums.Store(s)
 	return c
 }
 
-// SetRemote swaps in a new sum of the other replicas' counts.
-func (c *ClusterLoads) SetRemote(r *Remote) { c.remote.Store(r) }
+// Mode returns the view mode.
+func (c *ClusterLoads) Mode() ViewMode {
+	if c.shared {
+		return ViewShared
+	}
+	return ViewExact
+}
 
-// Remote returns the current remote sum.
-func (c *ClusterLoads) Remote() *Remote { return c.remote.Load() }
+// SetRemote swaps in a new sum of the other replicas' counts.
+func (c *ClusterLoads) SetRemote(r *Remote) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := *c.sums.Load()
+	s.remote = r
+	c.sums.Store(&s)
+}
+
+// SetOwn records the entry this replica just published. Only [ViewShared]
+// reads it; a tombstone counts nothing.
+func (c *ClusterLoads) SetOwn(e Entry) {
+	if !c.shared {
+		return
+	}
+	own := &Remote{byID: make(map[string]int64, len(e.Endpoints))}
+	for i, id := range e.Endpoints {
+		if n := e.Counts[i]; n != 0 && !e.Left {
+			own.byID[id] += n
+			own.total += n
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := *c.sums.Load()
+	s.own = own
+	c.sums.Store(&s)
+}
+
+// Remote returns the current sum of the other replicas' counts.
+func (c *ClusterLoads) Remote() *Remote { return c.sums.Load().remote }
 
 // Load implements [ring.Loads].
-func (c *ClusterLoads) Load(id string) int64 { return c.local.Load(id) + c.remote.Load().byID[id] }
+func (c *ClusterLoads) Load(id string) int64 {
+	s := c.sums.Load()
+	if s.own != nil && s.remote.peers > 0 {
+		return s.own.byID[id] + s.remote.byID[id]
+	}
+	return c.local.Load(id) + s.remote.byID[id]
+}
 
 // Total implements [ring.Loads].
-func (c *ClusterLoads) Total() int64 { return c.local.Total() + c.remote.Load().total }
+func (c *ClusterLoads) Total() int64 {
+	s := c.sums.Load()
+	if s.own != nil && s.remote.peers > 0 {
+		return s.own.total + s.remote.total
+	}
+	return c.local.Total() + s.remote.total
+}
 
 // Verdict is the endpoint set and health every replica computes the same way
 // from the same entries.
@@ -137,7 +235,7 @@ func Decide(voters []Entry) Verdict {
 // replace returns r with old's counts taken out and new's added; either may
 // be nil. r is not modified.
 func (r *Remote) replace(old, new *Entry) *Remote {
-	out := &Remote{byID: make(map[string]int64, len(r.byID)), total: r.total}
+	out := &Remote{byID: make(map[string]int64, len(r.byID)), total: r.total, peers: r.peers}
 	for id, n := range r.byID {
 		out.byID[id] = n
 	}
@@ -145,6 +243,7 @@ func (r *Remote) replace(old, new *Entry) *Remote {
 		if e == nil {
 			continue
 		}
+		out.peers += int(sign)
 		for i, id := range e.Endpoints {
 			out.byID[id] += sign * e.Counts[i]
 			out.total += sign * e.Counts[i]

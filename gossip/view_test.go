@@ -39,7 +39,7 @@ func TestLivenessRule(t *testing.T) {
 func TestClusterLoadsAddsLocalAndRemote(t *testing.T) {
 	bal, _ := ring.NewBalancer(ring.DefaultConfig())
 	_ = bal.SetEndpoints([]string{"x", "y"})
-	cl := NewClusterLoads(bal.Inflight())
+	cl := NewClusterLoads(bal.Inflight(), ViewExact)
 	lease, err := bal.Acquire(ring.Request{Key: 1, Keyed: true})
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ func gossipFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "join", EnvVars: env("join"), Usage: "peers to join: host:port or host (gossip port assumed), IPs or DNS names such as a headless Service; re-resolved and retried every --gossip-rejoin-interval, so partitions heal"},
 		&cli.StringFlag{Name: "gossip-key", EnvVars: env("gossip-key"), Usage: "base64 of a 16-, 24- or 32-byte key encrypting gossip (as Consul and Serf take it); a replica without it can neither join nor inject state"},
 		&cli.DurationFlag{Name: "gossip-interval", Value: d.Interval, EnvVars: env("gossip-interval"), Usage: "how often this replica sends its in-flight counts when they changed"},
+		&cli.StringFlag{Name: "gossip-view", Value: string(d.View), EnvVars: env("gossip-view"), Usage: "what the bound reads as cluster-wide load: shared (every replica's last published counts, its own included: replicas agree on >= 99.7% of decisions, an endpoint may overshoot the bound by this replica's placements of one interval) or exact (own live counts + the others' published counts: no own overshoot, 85-94% agreement at 100ms); see docs/gossip-measures.md"},
 		&cli.DurationFlag{Name: "gossip-push-pull", Value: d.PushPull, EnvVars: env("gossip-push-pull"), Usage: "full-state anti-entropy interval"},
 		&cli.DurationFlag{Name: "gossip-rejoin-interval", Value: d.RejoinInterval, EnvVars: env("gossip-rejoin-interval"), Usage: "how often --join is retried"},
 		&cli.DurationFlag{Name: "gossip-stale-after", Value: d.StaleAfter, EnvVars: env("gossip-stale-after"), Usage: "a replica silent this long no longer counts in the cluster-wide load"},
@@ -34,7 +35,7 @@ func gossipFlags() []cli.Flag {
 // gossipConfig reads the gossip flags; ok is false when gossip is off.
 func gossipConfig(c *cli.Context) (cfg gossip.Config, ok bool, err error) {
 	if c.String("gossip-bind") == "" {
-		for _, f := range []string{"join", "gossip-key", "gossip-advertise"} {
+		for _, f := range []string{"join", "gossip-key", "gossip-advertise", "gossip-view"} {
 			if c.IsSet(f) {
 				return cfg, false, fmt.Errorf("--%s needs --gossip-bind", f)
 			}
@@ -49,6 +50,9 @@ func gossipConfig(c *cli.Context) (cfg gossip.Config, ok bool, err error) {
 	cfg.NodeName, cfg.BindAddr, cfg.AdvertiseAddr = c.String("node-name"), c.String("gossip-bind"), c.String("gossip-advertise")
 	cfg.Join, cfg.Key = c.StringSlice("join"), key
 	cfg.Interval, cfg.PushPull = c.Duration("gossip-interval"), c.Duration("gossip-push-pull")
+	if cfg.View, err = gossip.ParseViewMode(c.String("gossip-view")); err != nil {
+		return cfg, false, fmt.Errorf("--gossip-view: %w", err)
+	}
 	cfg.RejoinInterval, cfg.StaleAfter = c.Duration("gossip-rejoin-interval"), c.Duration("gossip-stale-after")
 	if cfg.StaleAfter <= cfg.Heartbeat {
 		return cfg, false, fmt.Errorf("--gossip-stale-after %v must exceed the %v heartbeat", cfg.StaleAfter, cfg.Heartbeat)

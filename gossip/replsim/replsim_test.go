@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prefixring/prefixring/gossip"
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/sim"
 )
@@ -35,5 +36,66 @@ func TestPublishedCountsReachOthers(t *testing.T) {
 		}
 		l.Release()
 		l2.Release()
+	}
+}
+
+// TestSharedViewDelivery: in ViewShared, replica 0's lease is invisible to
+// everyone until it publishes; then replica 0 sees it at once and replica 1
+// Latency later. In ViewExact replica 0 sees it at once.
+func TestSharedViewDelivery(t *testing.T) {
+	const lat = time.Millisecond
+	for _, mode := range []gossip.ViewMode{gossip.ViewShared, gossip.ViewExact} {
+		p, err := New(Config{Replicas: 2, Endpoints: sim.EndpointIDs(4), Ring: ring.DefaultConfig(), Gossip: true,
+			Interval: 100 * time.Millisecond, Latency: lat, View: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := func(d time.Duration) { p.now = d; p.advance() }
+		at(0)
+		l, _ := p.bals[0].Acquire(ring.Request{Key: 7, Keyed: true})
+		v0, v1 := &view{p: p, i: 0}, &view{p: p, i: 1}
+		seen := func() (int64, int64) { return v0.Load(l.Endpoint), v1.Load(l.Endpoint) }
+		want0 := map[gossip.ViewMode]int64{gossip.ViewShared: 0, gossip.ViewExact: 1}[mode]
+		if a, b := seen(); a != want0 || b != 0 {
+			t.Fatalf("%s before publication: replica 0 sees %d, 1 sees %d", mode, a, b)
+		}
+		at(100 * time.Millisecond) // replica 0 publishes
+		if a, b := seen(); a != 1 || b != 0 {
+			t.Fatalf("%s in flight: replica 0 sees %d, 1 sees %d", mode, a, b)
+		}
+		at(100*time.Millisecond + lat)
+		if a, b := seen(); a != 1 || b != 1 {
+			t.Fatalf("%s delivered: replica 0 sees %d, 1 sees %d", mode, a, b)
+		}
+		l.Release()
+	}
+}
+
+// TestSharedViewAgreesWithoutLatency: with instant delivery every replica
+// reads the same numbers in ViewShared, so all decisions agree.
+func TestSharedViewAgreesWithoutLatency(t *testing.T) {
+	p, err := New(Config{Replicas: 3, Endpoints: sim.EndpointIDs(4), Ring: ring.DefaultConfig(), Gossip: true,
+		Interval: 100 * time.Millisecond, View: gossip.ViewShared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []ring.Lease
+	for k := range 400 {
+		p.now = time.Duration(k) * 7 * time.Millisecond
+		l, err := p.Acquire(ring.Request{Key: uint64(k % 5), Keyed: true}) // 5 hot keys: spills
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+		if k%3 == 0 {
+			held[0].Release()
+			held = held[1:]
+		}
+	}
+	if p.Agreement() != 1 || p.Keyed != 400 {
+		t.Fatalf("agreement %v over %d", p.Agreement(), p.Keyed)
+	}
+	if p.Over == 0 {
+		t.Fatal("hot keys never overshot the true bound in the shared view")
 	}
 }

@@ -1,9 +1,11 @@
 // Command gossipmeasure runs the gossip measures of docs/gossip-measures.md
 // in the fleet simulator: decision agreement, hit rate against router
-// replica count with and without gossip, and the staleness sweep.
+// replica count with and without gossip, the staleness sweep, and the view
+// modes (exact, shared, shared with a local cap) side by side.
 //
 //	go run ./scripts/gossipmeasure            # all tables
 //	go run ./scripts/gossipmeasure -table sweep
+//	go run ./scripts/gossipmeasure -table modes -latency 500us
 package main
 
 import (
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prefixring/prefixring/engine"
+	"github.com/prefixring/prefixring/gossip"
 	"github.com/prefixring/prefixring/gossip/replsim"
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/sim"
@@ -31,6 +34,10 @@ var (
 	seed     = flag.Uint64("seed", 1, "workload seed")
 	skew     = flag.Float64("skew", 1, "Zipf exponent of group popularity (0: uniform)")
 	sweepR   = flag.Int("sweep-replicas", 8, "replicas in the staleness sweep")
+	modesR   = flag.Int("modes-replicas", 3, "replicas in the view-mode table")
+	view     = flag.String("view", "exact", "view mode of the agreement, replicas and sweep tables: exact or shared")
+	latency  = flag.Duration("latency", 0, "delivery latency of a publication to the other replicas")
+	capSlack = flag.Float64("cap-slack", 0.25, "slack of the hybrid's local cap in the modes table")
 )
 
 func main() {
@@ -41,40 +48,63 @@ func main() {
 		w, *engines, engine.DefaultConfig().Profile.Name, *kvBlocks, ring.DefaultConfig().LoadFactor)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	defer tw.Flush()
-	fmt.Fprintln(tw, "table\treplicas\tgossip\tinterval\tagreement\thit rate\thit/hit(1)\tspill+fallback\tmean in-flight/engine\tTTFT p50 ms\tTTFT p99 ms\t")
-	base := run(w, 1, true, 100*time.Millisecond)
+	fmt.Fprintln(tw, "table\treplicas\tgossip\tview\tinterval\tagreement\thit rate\thit/hit(1)\tspill+fallback\tmean in-flight/engine\tTTFT p50 ms\tTTFT p99 ms\tover bound\tmax excess\t")
+	vm, err := gossip.ParseViewMode(*view)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// hit(1): one router, which sees its own placements at once.
+	base := run(w, setup{replicas: 1, gossip: true, view: gossip.ViewExact, interval: 100 * time.Millisecond})
 	if *table == "agreement" || *table == "all" {
-		print(tw, "agreement", run(w, 3, true, 100*time.Millisecond), base)
+		print(tw, "agreement", run(w, setup{replicas: 3, gossip: true, view: vm, interval: 100 * time.Millisecond}), base)
 	}
 	if *table == "replicas" || *table == "all" {
 		for _, r := range []int{1, 2, 4, 8} {
-			print(tw, "replicas", run(w, r, true, 100*time.Millisecond), base)
-			print(tw, "replicas", run(w, r, false, 0), base)
+			print(tw, "replicas", run(w, setup{replicas: r, gossip: true, view: vm, interval: 100 * time.Millisecond}), base)
+			print(tw, "replicas", run(w, setup{replicas: r}), base)
 		}
 	}
 	if *table == "sweep" || *table == "all" {
 		for _, iv := range []time.Duration{10, 20, 50, 100, 200, 500, 1000, 2000, 5000} {
-			print(tw, "sweep", run(w, *sweepR, true, iv*time.Millisecond), base)
+			print(tw, "sweep", run(w, setup{replicas: *sweepR, gossip: true, view: vm, interval: iv * time.Millisecond}), base)
+		}
+	}
+	if *table == "modes" || *table == "all" {
+		for _, iv := range []time.Duration{10, 20, 50, 100, 200, 500, 1000} {
+			for _, m := range []setup{{view: gossip.ViewExact}, {view: gossip.ViewShared}, {view: gossip.ViewShared, capSlack: *capSlack}} {
+				m.replicas, m.gossip, m.interval = *modesR, true, iv*time.Millisecond
+				print(tw, "modes", run(w, m), base)
+			}
 		}
 	}
 }
 
+// setup is one configuration of the replicas.
+type setup struct {
+	replicas int
+	gossip   bool
+	view     gossip.ViewMode
+	capSlack float64
+	interval time.Duration
+}
+
 type result struct {
-	replicas          int
-	gossip            bool
-	interval          time.Duration
+	setup
+	over              float64
+	maxExcess         int64
 	agreement, hit    float64
 	offHome, inflight float64
 	p50, p99          time.Duration
 }
 
-func run(w workload.SharedPrefix, replicas int, gossip bool, interval time.Duration) result {
+func run(w workload.SharedPrefix, su setup) result {
 	reqs, _, err := w.Generate()
 	if err != nil {
 		log.Fatal(err)
 	}
-	p, err := replsim.New(replsim.Config{Replicas: replicas, Endpoints: sim.EndpointIDs(*engines),
-		Ring: ring.DefaultConfig(), Gossip: gossip, Interval: interval})
+	p, err := replsim.New(replsim.Config{Replicas: su.replicas, Endpoints: sim.EndpointIDs(*engines),
+		Ring: ring.DefaultConfig(), Gossip: su.gossip, Interval: su.interval, Latency: *latency,
+		View: su.view, CapSlack: su.capSlack})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -103,7 +133,7 @@ func run(w workload.SharedPrefix, replicas int, gossip bool, interval time.Durat
 		busy += r.E2E
 	}
 	return result{
-		replicas: replicas, gossip: gossip, interval: interval, agreement: p.Agreement(),
+		setup: su, agreement: p.Agreement(), over: p.OverBound(), maxExcess: p.MaxExcess,
 		hit: float64(cached) / float64(prompt), offHome: float64(off) / float64(len(ttft)),
 		inflight: float64(busy) / float64(res.End) / float64(*engines),
 		p50:      ttft[len(ttft)/2], p99: ttft[len(ttft)*99/100],
@@ -111,12 +141,15 @@ func run(w workload.SharedPrefix, replicas int, gossip bool, interval time.Durat
 }
 
 func print(tw *tabwriter.Writer, name string, r, base result) {
-	iv := "-"
+	iv, vm := "-", "-"
 	if r.gossip {
-		iv = r.interval.String()
+		iv, vm = r.interval.String(), string(r.view)
+		if r.capSlack > 0 {
+			vm = fmt.Sprintf("%s+cap%.2f", vm, r.capSlack)
+		}
 	}
-	fmt.Fprintf(tw, "%s\t%d\t%v\t%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.1f\t%.0f\t%.0f\t\n", name, r.replicas, r.gossip, iv,
+	fmt.Fprintf(tw, "%s\t%d\t%v\t%s\t%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.1f\t%.0f\t%.0f\t%.4f\t%d\t\n", name, r.replicas, r.gossip, vm, iv,
 		r.agreement, r.hit, r.hit/base.hit, r.offHome, r.inflight,
-		float64(r.p50)/float64(time.Millisecond), float64(r.p99)/float64(time.Millisecond))
+		float64(r.p50)/float64(time.Millisecond), float64(r.p99)/float64(time.Millisecond), r.over, r.maxExcess)
 	tw.Flush()
 }

@@ -1,0 +1,214 @@
+package gossip
+
+import (
+	"fmt"
+	"net"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/prefixring/prefixring/ring"
+)
+
+// offlineNode is a node that is never started: the test drives publish and
+// receive by hand, so no goroutine, socket or timer runs. peers are
+// registered as live members at their addresses, as memberlist would.
+func offlineNode(t *testing.T, name, addr string, mode ViewMode, peers map[string]string) *Node {
+	t.Helper()
+	bal, err := ring.NewBalancer(ring.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(Config{NodeName: name, BindAddr: addr, View: mode}, bal, prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.addr = addr
+	n.ObserveEndpoints(testEndpoints)
+	for p, a := range peers {
+		host, port, _ := splitHostPort(a)
+		n.setMember(&memberlist.Node{Name: p, Addr: net.ParseIP(host), Port: uint16(port)}, true)
+	}
+	n.publish(time.Now(), true)
+	return n
+}
+
+func loadsOf(n *Node) string {
+	s := fmt.Sprintf("total=%d", n.Loads().Total())
+	for _, id := range testEndpoints {
+		s += fmt.Sprintf(" %d", n.Loads().Load(id))
+	}
+	return s
+}
+
+func hold(t *testing.T, n *Node, key uint64) ring.Lease {
+	t.Helper()
+	l, err := n.Acquire(ring.Request{Key: key, Keyed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestSharedViewSeesOwnLeasesOnlyOncePublished: in ViewShared a replica's
+// leases are invisible to its own bound until it publishes them, visible
+// from that instant, and visible to a peer once the peer receives them; in
+// ViewExact they are visible to their replica at once.
+func TestSharedViewSeesOwnLeasesOnlyOncePublished(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		addrs := map[string]string{"a": "10.0.0.1:7946", "b": "10.0.0.2:7946"}
+		for _, mode := range []ViewMode{ViewShared, ViewExact} {
+			a := offlineNode(t, "a", addrs["a"], mode, addrs)
+			b := offlineNode(t, "b", addrs["b"], mode, addrs)
+			b.receive(EncodeFull(a.last))
+			a.receive(EncodeFull(b.last)) // a has a peer now
+			l := hold(t, a, 7)
+			want := map[ViewMode]int64{ViewShared: 0, ViewExact: 1}[mode]
+			if got := a.Loads().Load(l.Endpoint); got != want || a.Loads().Total() != want {
+				t.Fatalf("%s before publish: load %d total %d, want %d", mode, got, a.Loads().Total(), want)
+			}
+			time.Sleep(DefaultConfig().Interval)
+			a.publish(time.Now(), false)
+			if got := a.Loads().Load(l.Endpoint); got != 1 || a.Loads().Total() != 1 {
+				t.Fatalf("%s after publish: load %d total %d, want 1", mode, got, a.Loads().Total())
+			}
+			if got := b.Loads().Total(); got != 0 {
+				t.Fatalf("%s: b sees %d before receipt", mode, got)
+			}
+			b.receive(EncodeFull(a.last))
+			if got := b.Loads().Load(l.Endpoint); got != 1 {
+				t.Fatalf("%s: b sees %d after receipt, want 1", mode, got)
+			}
+			l.Release()
+			if got := a.Loads().Load(l.Endpoint); mode == ViewShared && got != 1 {
+				t.Fatalf("shared: a release shows before its publication (load %d)", got)
+			}
+			time.Sleep(DefaultConfig().Interval)
+			a.publish(time.Now(), false)
+			if got := a.Loads().Total(); got != 0 {
+				t.Fatalf("%s: total %d after the release is published", mode, got)
+			}
+			if a.Status().View != mode {
+				t.Fatalf("status view %q, want %q", a.Status().View, mode)
+			}
+		}
+	})
+}
+
+// TestSharedViewAloneReadsLiveCounts: with no other entry counted, a
+// ViewShared replica has nobody to agree with and reads its live counts.
+func TestSharedViewAloneReadsLiveCounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := offlineNode(t, "a", "10.0.0.1:7946", ViewShared, nil)
+		l := hold(t, n, 7)
+		defer l.Release()
+		if got := n.Loads().Load(l.Endpoint); got != 1 || n.Loads().Total() != 1 {
+			t.Fatalf("alone: load %d total %d, want 1", got, n.Loads().Total())
+		}
+	})
+}
+
+// TestSharedViewIsIdenticalAcrossReplicas: two replicas that hold
+// different leases and have received each other's latest publication read
+// identical loads in ViewShared, and keep doing so while they place new,
+// unpublished requests; in ViewExact they differ by those requests.
+func TestSharedViewIsIdenticalAcrossReplicas(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		addrs := map[string]string{"a": "10.0.0.1:7946", "b": "10.0.0.2:7946"}
+		for _, mode := range []ViewMode{ViewShared, ViewExact} {
+			a := offlineNode(t, "a", addrs["a"], mode, addrs)
+			b := offlineNode(t, "b", addrs["b"], mode, addrs)
+			var leases []ring.Lease
+			for k := range uint64(12) {
+				leases = append(leases, hold(t, a, k), hold(t, b, 100+k*k))
+			}
+			exchange := func() {
+				time.Sleep(DefaultConfig().Interval)
+				a.publish(time.Now(), false)
+				b.publish(time.Now(), false)
+				b.receive(EncodeFull(a.last))
+				a.receive(EncodeFull(b.last))
+			}
+			exchange()
+			if la, lb := loadsOf(a), loadsOf(b); la != lb || la[:9] != "total=24 " {
+				t.Fatalf("%s: after the exchange a reads %s, b reads %s", mode, la, lb)
+			}
+			// New placements on a, not yet published.
+			for k := range uint64(5) {
+				leases = append(leases, hold(t, a, 1000+k))
+			}
+			same := loadsOf(a) == loadsOf(b)
+			if same != (mode == ViewShared) {
+				t.Fatalf("%s: a reads %s, b reads %s before a publishes", mode, loadsOf(a), loadsOf(b))
+			}
+			for k := range uint64(200) {
+				if mode == ViewShared && wouldPick(a, k) != wouldPick(b, k) {
+					t.Fatalf("shared: key %d: a picks %s, b picks %s", k, wouldPick(a, k), wouldPick(b, k))
+				}
+			}
+			exchange()
+			if la, lb := loadsOf(a), loadsOf(b); la != lb || la[:9] != "total=29 " {
+				t.Fatalf("%s: after the second exchange a reads %s, b reads %s", mode, la, lb)
+			}
+			for i := range leases {
+				leases[i].Release()
+			}
+		}
+	})
+}
+
+func wouldPick(n *Node, key uint64) string {
+	l, err := n.bal.Acquire(ring.Request{Key: key, Keyed: true})
+	if err != nil {
+		return err.Error()
+	}
+	l.Release()
+	return l.Endpoint
+}
+
+func TestParseViewMode(t *testing.T) {
+	for in, want := range map[string]ViewMode{"": ViewShared, "shared": ViewShared, "exact": ViewExact} {
+		if got, err := ParseViewMode(in); err != nil || got != want {
+			t.Errorf("ParseViewMode(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := ParseViewMode("Exact"); err == nil {
+		t.Error("ParseViewMode accepts Exact")
+	}
+	if err := (Config{NodeName: "a", View: "local"}).Validate(); err == nil {
+		t.Error("Validate accepts view local")
+	}
+	if DefaultConfig().View != ViewShared {
+		t.Errorf("default view %q", DefaultConfig().View)
+	}
+}
+
+// BenchmarkClusterLoads is the cost the bound pays per endpoint it reads
+// (go test -run - -bench ClusterLoads -benchmem ./gossip).
+func BenchmarkClusterLoads(b *testing.B) {
+	for _, mode := range []ViewMode{ViewShared, ViewExact} {
+		b.Run(string(mode), func(b *testing.B) {
+			bal, _ := ring.NewBalancer(ring.DefaultConfig())
+			eps := make([]string, 64)
+			counts := map[string]int64{}
+			for i := range eps {
+				eps[i] = fmt.Sprintf("http://10.9.0.%d:8000", i)
+				counts[eps[i]] = int64(i % 5)
+			}
+			_ = bal.SetEndpoints(eps)
+			cl := NewClusterLoads(bal.Inflight(), mode)
+			peer := NewEntry("p", "", 1, 1, t0, eps, counts, nil)
+			cl.SetRemote(SumRemote([]Entry{peer}, Liveness{Self: "me", StaleAfter: time.Second}, t0))
+			cl.SetOwn(NewEntry("me", "", 1, 1, t0, eps, counts, nil))
+			b.ReportAllocs()
+			var sink int64
+			for i := 0; b.Loop(); i++ {
+				sink += cl.Load(eps[i&63]) + cl.Total()
+			}
+			_ = sink
+		})
+	}
+}
