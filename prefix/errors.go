@@ -8,8 +8,7 @@ import "errors"
 var ErrInvalidBody = errors.New("invalid request body")
 
 // Error is a malformed or ill-typed request body. Msg is written for the
-// client: it names the offending field and, for syntax errors, the byte
-// offset, and never echoes body content.
+// client: it names the offending field and never echoes body content.
 type Error struct {
 	Msg string
 }

@@ -2,6 +2,7 @@ package prefix
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
@@ -69,6 +70,12 @@ func (t *text) sum() uint64 {
 }
 
 func (t *text) put(p []byte) {
+	if len(p) >= 64 {
+		// Long enough to hash in place: save the copy.
+		t.flush()
+		t.d.Write(p)
+		return
+	}
 	if t.ns+len(p) > stageSize {
 		t.flush()
 		if len(p) > stageSize {
@@ -130,13 +137,14 @@ func (t *text) token(v uint32) {
 	t.event()
 }
 
-// ascii8 reports whether the 8 bytes in x are ASCII and none is '"' or '\\':
-// such a word can be hashed as it stands, 8 units at once.
-func ascii8(x uint64) bool {
+// special8 flags (with its high bit) each of the 8 bytes in x that is not
+// plain ASCII: '"', '\\' or >= 0x80. Bytes above the lowest flagged one may
+// be flagged wrongly (a borrow carries), so only the lowest flag is used.
+func special8(x uint64) uint64 {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	q := x ^ (lo * '"')
 	bs := x ^ (lo * '\\')
-	return (x|((q-lo)&^q)|((bs-lo)&^bs))&hi == 0
+	return (x | ((q - lo) &^ q) | ((bs - lo) &^ bs)) & hi
 }
 
 var replacement = []byte(string(utf8.RuneError))
@@ -166,18 +174,42 @@ func (t *text) str(s *scanner) error {
 			}
 			continue
 		}
-		// A run of plain ASCII, found 8 bytes at a time, is one unit per
-		// byte and is hashed with one copy: the common case.
-		j, lim := i, i+min(room, len(b)-i)
-		for j+8 <= lim && ascii8(binary.LittleEndian.Uint64(b[j:])) {
-			j += 8
-		}
-		for j < lim && plainASCII[b[j]] {
-			j++
+		// A clean run (plain ASCII, found 8 bytes at a time, and valid
+		// UTF-8) is hashed as it stands with one copy: only escapes,
+		// invalid bytes and the closing quote need a closer look.
+		j, left := i, room
+		for left > 0 && j < len(b) {
+			if left >= 8 && j+8 <= len(b) {
+				m := special8(binary.LittleEndian.Uint64(b[j:]))
+				if m == 0 {
+					j, left = j+8, left-8
+					continue
+				}
+				// The lowest flagged byte is exact: skip the plain ones
+				// before it without a byte loop.
+				k := bits.TrailingZeros64(m) / 8
+				j, left = j+k, left-k
+				if left == 0 {
+					break
+				}
+			}
+			c := b[j]
+			if plainASCII[c] {
+				j, left = j+1, left-1
+				continue
+			}
+			if c < utf8.RuneSelf {
+				break
+			}
+			size := utf8Len(b[j:])
+			if size == 0 {
+				break
+			}
+			j, left = j+size, left-1
 		}
 		if j > i {
 			t.put(b[i:j])
-			t.n += j - i
+			t.n += room - left
 			i = j
 			continue
 		}
@@ -247,67 +279,4 @@ func (t *text) lit(v []byte) {
 		v = v[n:]
 		t.event()
 	}
-}
-
-func appendRune(b []byte, r rune) []byte { return utf8.AppendRune(b, r) }
-
-// unescape decodes the escape at b[i] == '\\' and returns the rune and the
-// index after it, exactly as encoding/json would.
-func unescape(b []byte, i int) (r rune, next int, ok bool) {
-	if i+1 >= len(b) {
-		return 0, 0, false
-	}
-	switch b[i+1] {
-	case '"', '\\', '/':
-		return rune(b[i+1]), i + 2, true
-	case 'b':
-		return '\b', i + 2, true
-	case 'f':
-		return '\f', i + 2, true
-	case 'n':
-		return '\n', i + 2, true
-	case 'r':
-		return '\r', i + 2, true
-	case 't':
-		return '\t', i + 2, true
-	case 'u':
-		r = hex4(b, i+2)
-		if r < 0 {
-			return 0, 0, false
-		}
-		if r < 0xD800 || r > 0xDFFF {
-			return r, i + 6, true
-		}
-		// A surrogate: join it with a following \u low surrogate, else
-		// it stands alone and becomes U+FFFD.
-		if r < 0xDC00 && i+7 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
-			if r2 := hex4(b, i+8); r2 >= 0xDC00 && r2 <= 0xDFFF {
-				return 0x10000 + (r-0xD800)<<10 + (r2 - 0xDC00), i + 12, true
-			}
-		}
-		return utf8.RuneError, i + 6, true
-	}
-	return 0, 0, false
-}
-
-// hex4 parses four hex digits at b[i:], or returns -1.
-func hex4(b []byte, i int) rune {
-	if i+4 > len(b) {
-		return -1
-	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
 }

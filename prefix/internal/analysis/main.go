@@ -119,10 +119,13 @@ func main() {
 		{"(a1) one shared system prompt of 2-8K chars x 1200 questions", func() ([]*req, error) { return sharedPrefixGroups(1, 1200), nil }},
 		{"(b) multi-turn chats: 400 conversations, 1-8 turns", func() ([]*req, error) { return multiTurn(400), nil }},
 		{"(c1) Mooncake conversation_trace (12,031 requests)", func() ([]*req, error) {
-			return mooncake(filepath.Join(*traces, "conversation_trace.jsonl"), 20000)
+			return mooncake(filepath.Join(*traces, "conversation_trace.jsonl"), 20000, 0)
+		}},
+		{"(c3) Mooncake conversation_trace behind a fixed 2048-char preamble (4096 shared chars)", func() ([]*req, error) {
+			return mooncake(filepath.Join(*traces, "conversation_trace.jsonl"), 20000, 2048)
 		}},
 		{"(c2) Mooncake synthetic_trace (3,993 requests)", func() ([]*req, error) {
-			return mooncake(filepath.Join(*traces, "synthetic_trace.jsonl"), 20000)
+			return mooncake(filepath.Join(*traces, "synthetic_trace.jsonl"), 20000, 0)
 		}},
 	}
 	for _, w := range workloads {

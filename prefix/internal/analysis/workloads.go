@@ -156,7 +156,11 @@ type traceRow struct {
 // of it. The prompt is sent as a completion and as a chat with one user
 // message; the router learns nothing the text does not say. Only the first
 // maxChars characters are rendered: no key reads further.
-func mooncake(path string, maxChars int) ([]*req, error) {
+//
+// preamble > 0 puts that many characters of one fixed text before every
+// prompt (an application's instructions pasted into each request), with its
+// own block id for the hit accounting.
+func mooncake(path string, maxChars, preamble int) ([]*req, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -177,8 +181,14 @@ func mooncake(path string, maxChars int) ([]*req, error) {
 	}
 	convs := traceConversations(rows)
 	out := make([]*req, len(rows))
+	shared := words(seeded(1<<62), preamble)
 	for i, r := range rows {
 		var text strings.Builder
+		text.WriteString(shared)
+		blocks := r.HashIDs
+		if preamble > 0 {
+			blocks = append([]uint64{1 << 62}, blocks...)
+		}
 		for j, h := range r.HashIDs {
 			if text.Len() >= maxChars {
 				break
@@ -192,7 +202,7 @@ func mooncake(path string, maxChars int) ([]*req, error) {
 		s := text.String()[:min(text.Len(), maxChars)]
 		chat, _ := json.Marshal(map[string]any{"model": model, "messages": []message{{"user", s}}})
 		prompt, _ := json.Marshal(map[string]any{"model": model, "prompt": s})
-		out[i] = &req{conv: convs[i], chat: chat, prompt: prompt, firstUser: s, blocks: r.HashIDs}
+		out[i] = &req{conv: convs[i], chat: chat, prompt: prompt, firstUser: s, blocks: blocks}
 	}
 	return out, nil
 }
