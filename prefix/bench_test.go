@@ -61,15 +61,19 @@ func benchTokens(n int) []byte {
 //   - json-stream walks it with json.Decoder, decoding messages one by one
 //     until the first user message and skipping the rest as RawMessage.
 //
-// Measured on the shared 2-core machine (go test -run '^$' -bench Key
-// -benchmem ./prefix/), see docs/prefix-key.md for the table:
+// Measured on the shared 2-core machine at low load (median of
+// go test -run '^$' -bench Key -benchmem -count=3 ./prefix/; up to 2x
+// slower while other jobs run):
 //
-//	chat-4KB          ~0.9 µs   ~4.5 GB/s   0 allocs
-//	chat-256KB        ~24 µs    ~11 GB/s    0 allocs
-//	completions-4KB   ~0.5 µs   ~8 GB/s     0 allocs
-//	completions-256KB ~12 µs    ~21 GB/s    0 allocs
-//	json-unmarshal/chat-256KB   ~2.3 ms  ~0.11 GB/s  ~700 allocs
-//	json-stream/chat-256KB      ~2.4 ms  ~0.11 GB/s  ~1300 allocs
+//	chat-4KB                  3.5 µs   1.2 GB/s    0 allocs
+//	chat-256KB                51 µs    5.1 GB/s    0 allocs
+//	completions-4KB           3.5 µs   1.2 GB/s    0 allocs
+//	completions-256KB         45 µs    5.9 GB/s    0 allocs
+//	tokens-1K                 17 µs    0.29 GB/s   0 allocs
+//	json-unmarshal/chat-4KB   40 µs    0.11 GB/s   26 allocs
+//	json-stream/chat-4KB      46 µs    0.09 GB/s   88 allocs
+//	json-unmarshal/chat-256KB 1.17 ms  0.22 GB/s   522 allocs
+//	json-stream/chat-256KB    1.71 ms  0.15 GB/s   578 allocs
 func BenchmarkKey(b *testing.B) {
 	k, _ := New(DefaultConfig())
 	bodies := []struct {
