@@ -48,9 +48,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("prefix: MaxChars must be in [1, %d], got %d", maxMaxChars, c.MaxChars)
 	}
 	if c.Common != nil && c.MaxChars < ChunkChars {
-		// With a shorter window, a request whose text ends exactly on a
-		// common boundary would key differently from the same text with one
-		// more chunk of shared prefix; see text.event.
+		// With a shorter window the first chunk boundary lies past the
+		// limit, so no common prefix could ever be skipped.
 		return errors.New("prefix: MaxChars must be at least ChunkChars when Common is set")
 	}
 	return nil

@@ -62,7 +62,7 @@ func FuzzKey(f *testing.F) {
 			if route := sniffIf(r, body); route != RouteOther && req.parse(route, body, &cfg, 0) == nil {
 				// Bounded work: no part reads more than its window, except
 				// the anchor, which may add one window per common chunk.
-				if req.toolsT.n > cfg.MaxChars+0 || req.preamble.n > cfg.MaxChars {
+				if req.toolsT.n > cfg.MaxChars || req.preamble.n > cfg.MaxChars {
 					t.Fatalf("read past budget: tools %d preamble %d", req.toolsT.n, req.preamble.n)
 				}
 				if req.anchor.n > req.anchor.limit+3 {
