@@ -57,6 +57,10 @@ func TestClusterLifecycle(t *testing.T) {
 // checkAgreement asks every replica where each of n keys would go.
 func checkAgreement(t *testing.T, c *cluster, n int) {
 	t.Helper()
+	// Let every goroutine woken at this instant (publish ticks fall on the
+	// same virtual time as the caller's sleep) finish first: a publish
+	// running during the check would see wouldPick's transient lease.
+	synctest.Wait()
 	reps := c.sorted()
 	for k := range uint64(n) {
 		want := reps[0].wouldPick(k)
