@@ -12,7 +12,7 @@ build:
 	$(GO) build -o $(BIN) ./cmd/prefixring
 
 # The test suite: race detector on, no cache, vet and gofmt clean.
-test: fmt-check vet
+test: fmt-check vet tidy-check
 	$(GO) test -race -count=1 $(PKGS)
 
 vet:
