@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make demo: two fleets of 4 simulated vLLM servers on 127.0.0.1; the same
-# multi-turn chat traffic goes through prefixring to one and round-robin to
-# the other; the demo prints cache hits and time to first token for both.
+# multi-turn chat traffic goes through prefixring to one and, picking a
+# server at random as a Kubernetes Service does, to the other; the demo prints cache hits and time to first token for both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=bin/prefixring

@@ -1,7 +1,8 @@
-// Command demo sends the same multi-turn chat traffic through prefixring and
-// round-robin straight to a second, identical fleet of simulated vLLM
-// servers, and prints what each did to the prefix cache and to time to first
-// token. Run it through `make demo`.
+// Command demo sends the same multi-turn chat traffic through prefixring to
+// one fleet of simulated vLLM servers and, picking a server at random as a
+// Kubernetes Service does, to a second, identical fleet; it prints what each
+// did to the prefix cache and to time to first token. Run it through
+// `make demo`.
 package main
 
 import (
@@ -11,12 +12,12 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -33,7 +34,7 @@ type result struct {
 
 func main() {
 	router := flag.String("router", "", "prefixring base URL")
-	direct := flag.String("direct", "", "comma-separated base URLs of the round-robin fleet")
+	direct := flag.String("direct", "", "comma-separated base URLs of the fleet that gets random routing")
 	convs := flag.Int("conversations", 12, "concurrent conversations")
 	turns := flag.Int("turns", 6, "turns per conversation")
 	flag.Parse()
@@ -45,14 +46,17 @@ func main() {
 
 	fmt.Printf("%d conversations x %d turns; a %d-character shared system prompt; each turn pastes a %d-character document; max_tokens %d\n\n",
 		*convs, *turns, len(system), len(document(0, 0)), maxTokens)
-	var rr atomic.Int64
 	urls := strings.Split(*direct, ",")
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(1, 2))
 	modes := []struct {
 		name string
 		base func() string
 	}{
 		{"prefixring", func() string { return *router }},
-		{"round-robin", func() string { return urls[int(rr.Add(1))%len(urls)] }},
+		// A Kubernetes Service (kube-proxy in iptables mode) picks a
+		// backend at random per connection.
+		{"random", func() string { mu.Lock(); defer mu.Unlock(); return urls[rng.IntN(len(urls))] }},
 	}
 	fmt.Printf("%-12s %9s %13s %14s %14s\n", "routing", "requests", "cached share", "TTFT p50 (ms)", "TTFT p90 (ms)")
 	for _, m := range modes {
@@ -79,7 +83,7 @@ const maxTokens = 128
 // part of the prompt that only that conversation's history shares.
 func document(c, t int) string {
 	var b strings.Builder
-	for i := range 40 {
+	for i := range 120 {
 		fmt.Fprintf(&b, "Item %d-%d-%02d: hex bolt M%d, zinc, box of %d. ", c, t, i, 4+i%8, 10*(1+i%5))
 	}
 	return b.String()
@@ -108,6 +112,8 @@ func run(base func() string, system string, convs, turns int) []result {
 	var wg sync.WaitGroup
 	for c := range convs {
 		wg.Go(func() {
+			// Conversations start staggered, as users arrive.
+			time.Sleep(time.Duration(c) * 150 * time.Millisecond)
 			msgs := []message{{"system", system}}
 			for t := range turns {
 				msgs = append(msgs, message{"user", document(c, t) + fmt.Sprintf("\nQuestion %d: which of these do you stock?", t)})
