@@ -31,26 +31,32 @@ import (
 //   - loopback-parallel: the same with GOMAXPROCS*4 concurrent clients,
 //     a throughput figure comparable to scripts/bench-proxy.sh.
 //
-// Measured on the shared 2-core dev machine (go test -bench Router
-// -benchtime 2s -benchmem, Go 1.26, load average 6-9 from other work, so
-// ns/op is good to a factor ~2 only; B/op and allocs/op are stable):
+//   - loopback-stdlib, loopback-parallel-stdlib: the same router on
+//     net/http's Transport instead of the lean HTTP/1.1 client (h1.go), for
+//     the A/B in one run.
 //
-//	                                 ns/op      B/op allocs
-//	chat-2KB/key                     6,613         0      0
-//	chat-2KB/direct                 45,108     6,884     82
-//	chat-2KB/handler               122,584    23,270    135
-//	chat-2KB/loopback              173,861    19,658    202
-//	chat-2KB/loopback-parallel     378,876    19,746    200
-//	chat-64KB/key                   13,829         0      0
-//	chat-64KB/direct               164,712    39,815     84
-//	chat-64KB/handler              307,073   245,221    134
-//	chat-64KB/loopback             282,696   146,908    203
-//	chat-64KB/loopback-parallel    389,618   147,176    202
+// Measured on the 2-core dev machine, quiet (load average 0.2; go test
+// -bench Router -benchtime 2s -benchmem ./proxy/, Go 1.26):
 //
-// The 64 KB handler allocates 3.7x its body: readBody's bytes.Buffer is
-// grown to ContentLength, then ReadFrom grows it again (2x) for its
-// MinRead slack. docs/bench-proxy.md interprets the numbers next to the
-// wrk runs and lists the fixes.
+//	                                    ns/op     B/op  allocs
+//	chat-2KB/key                        1,425        0       0
+//	chat-2KB/direct                    27,722    6,875      82
+//	chat-2KB/handler                   49,965   15,481     115
+//	chat-2KB/loopback                  68,368   16,072     183
+//	chat-2KB/loopback-stdlib           72,227   17,644     203
+//	chat-2KB/loopback-parallel         49,348   16,061     183
+//	chat-2KB/loopback-parallel-stdlib  56,553   17,718     202
+//	chat-64KB/key                       6,461        0       0
+//	chat-64KB/direct                   72,485   39,739      84
+//	chat-64KB/handler                 117,260   79,072     115
+//	chat-64KB/loopback                139,847  112,604     184
+//	chat-64KB/loopback-stdlib         162,032  147,153     205
+//	chat-64KB/loopback-parallel        86,885  112,556     185
+//	chat-64KB/loopback-parallel-stdlib 92,848  147,093     206
+//
+// In this harness client, router and upstream share the 2 cores, so the
+// router's own cost is diluted; scripts/bench-proxy.sh pins the router to
+// one core and reads its CPU per request (docs/bench-proxy.md).
 func BenchmarkRouter(b *testing.B) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
