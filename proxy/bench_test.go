@@ -30,7 +30,6 @@ import (
 //     loopback minus direct is what the router adds to one request.
 //   - loopback-parallel: the same with GOMAXPROCS*4 concurrent clients,
 //     a throughput figure comparable to scripts/bench-proxy.sh.
-//
 //   - loopback-stdlib, loopback-parallel-stdlib: the same router on
 //     net/http's Transport instead of the lean HTTP/1.1 client (h1.go), for
 //     the A/B in one run.
