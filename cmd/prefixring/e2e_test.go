@@ -6,94 +6,22 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prefixring/prefixring/internal/e2eproc"
 )
 
 // The end-to-end tests run the built binary in front of real HTTP upstreams
 // on 127.0.0.1.
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// binary builds prefixring once per test run.
-func binary(t *testing.T) string {
+func startRouter(t *testing.T, args ...string) *e2eproc.Proc {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "prefixring-e2e")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "prefixring")
-		out, err := exec.Command("go", "build", "-race", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
-// router is a running `prefixring serve`.
-type router struct {
-	cmd  *exec.Cmd
-	url  string
-	done chan error
-}
-
-var listenRe = regexp.MustCompile(`msg=serving listen=(\S+)`)
-
-func startRouter(t *testing.T, args ...string) *router {
-	t.Helper()
-	cmd := exec.Command(binary(t), append([]string{"serve", "--listen", "127.0.0.1:0", "--health-interval", "200ms"}, args...)...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := &router{cmd: cmd, done: make(chan error, 1)}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := listenRe.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-			if testing.Verbose() {
-				t.Log(sc.Text())
-			}
-		}
-		r.done <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-r.done
-	})
-	select {
-	case a := <-addr:
-		r.url = "http://" + a
-	case err := <-r.done:
-		t.Fatalf("router exited: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("router did not start")
-	}
-	return r
+	return e2eproc.Serve(t, "router", append([]string{"--health-interval", "200ms"}, args...)...)
 }
 
 // upstreamFleet is n upstreams that answer after delay, or as handler says.
@@ -161,7 +89,7 @@ func TestServeEndToEnd(t *testing.T) {
 	t.Run("same prefix, same endpoint", func(t *testing.T) {
 		seen := map[string]int{}
 		for range 10 {
-			resp, body := post(t, r.url, chat("How tall is Everest?"))
+			resp, body := post(t, r.URL, chat("How tall is Everest?"))
 			if resp.StatusCode != 200 {
 				t.Fatalf("%d %s", resp.StatusCode, body)
 			}
@@ -182,7 +110,7 @@ func TestServeEndToEnd(t *testing.T) {
 		decisions := map[string]int{}
 		for range n {
 			wg.Go(func() {
-				resp, body := post(t, r.url, chat("the one hot question"))
+				resp, body := post(t, r.URL, chat("the one hot question"))
 				if resp.StatusCode != 200 {
 					t.Errorf("%d %s", resp.StatusCode, body)
 				}
@@ -222,7 +150,7 @@ func TestServeEndToEnd(t *testing.T) {
 		})
 		fleet.handler.Store(&h)
 		defer fleet.handler.Store(nil)
-		resp, err := http.Post(r.url+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"llama","stream":true,"messages":[{"role":"user","content":"stream"}]}`))
+		resp, err := http.Post(r.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"llama","stream":true,"messages":[{"role":"user","content":"stream"}]}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,12 +173,12 @@ func TestServeEndToEnd(t *testing.T) {
 
 	t.Run("bad bodies get OpenAI errors", func(t *testing.T) {
 		for body, status := range map[string]int{`{"model":"llama"`: 400, `{"model":"llama"}`: 400, `{"model":"llama","messages":"hi"}`: 400} {
-			resp, got := post(t, r.url, body)
+			resp, got := post(t, r.URL, body)
 			if resp.StatusCode != status || !strings.Contains(got, `"error"`) || !strings.Contains(got, `"invalid_request_error"`) {
 				t.Errorf("%s: %d %s", body, resp.StatusCode, got)
 			}
 		}
-		resp, err := http.Get(r.url + "/nope")
+		resp, err := http.Get(r.URL + "/nope")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,7 +202,7 @@ func TestServeEndToEnd(t *testing.T) {
 						return
 					default:
 					}
-					resp, body := post(t, r.url, chat(fmt.Sprintf("client %d question %d", c, i)))
+					resp, body := post(t, r.URL, chat(fmt.Sprintf("client %d question %d", c, i)))
 					total.Add(1)
 					if resp.StatusCode != 200 {
 						failed.Add(1)
@@ -305,7 +233,7 @@ func TestServeEndToEnd(t *testing.T) {
 			fmt.Fprint(w, "data: [DONE]\n\n")
 		})
 		fleet.handler.Store(&h)
-		resp, err := http.Post(r.url+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"llama","stream":true,"messages":[{"role":"user","content":"drain me"}]}`))
+		resp, err := http.Post(r.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"llama","stream":true,"messages":[{"role":"user","content":"drain me"}]}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,28 +242,21 @@ func TestServeEndToEnd(t *testing.T) {
 		if line, _ := br.ReadString('\n'); !strings.HasPrefix(line, "data: ") {
 			t.Fatalf("first line %q", line)
 		}
-		if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		if err := r.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(300 * time.Millisecond)
-		select {
-		case err := <-r.done:
+		if exited, err := r.Exit(0); exited {
 			t.Fatalf("exited with a stream open: %v", err)
-		default:
 		}
 		close(release)
 		rest, _ := io.ReadAll(br)
 		if !strings.Contains(string(rest), "[DONE]") {
 			t.Fatalf("stream cut during drain: %q", rest)
 		}
-		select {
-		case err := <-r.done:
-			if err != nil {
-				t.Fatalf("exit: %v", err)
-			}
-			r.done <- nil // for the cleanup
-		case <-time.After(20 * time.Second):
-			t.Fatal("did not exit after the drain")
+		exited, err := r.Exit(20 * time.Second)
+		if !exited || err != nil {
+			t.Fatalf("after the drain: exited %v, err %v", exited, err)
 		}
 	})
 }

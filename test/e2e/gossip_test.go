@@ -3,84 +3,33 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prefixring/prefixring/internal/e2eproc"
 )
 
-// buildPrefixring builds the binary once into a temporary directory.
-func buildPrefixring(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "prefixring")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/prefixring/prefixring/cmd/prefixring").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
+// proc is a replica: a running `prefixring serve` with its node name.
 type proc struct {
+	*e2eproc.Proc
 	name string
-	cmd  *exec.Cmd
-	url  string
-	done chan error
 }
 
-var servingRe = regexp.MustCompile(`msg=serving listen=(\S+)`)
-
-// startServe runs `prefixring serve` and waits for it to listen.
-func startServe(t *testing.T, bin, name string, args ...string) *proc {
+// startServe runs a replica and waits for it to listen.
+func startServe(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
-	args = append([]string{"serve", "--listen", "127.0.0.1:0", "--health-interval", "200ms",
-		"--node-name", name, "--log-level", "info"}, args...)
-	cmd := exec.Command(bin, args...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{name: name, cmd: cmd, done: make(chan error, 1)}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := servingRe.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-			if testing.Verbose() {
-				t.Log(name, sc.Text())
-			}
-		}
-		p.done <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-	})
-	select {
-	case a := <-addr:
-		p.url = "http://" + a
-	case err := <-p.done:
-		t.Fatalf("%s exited: %v", name, err)
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s did not start", name)
-	}
-	return p
+	args = append([]string{"--health-interval", "200ms", "--node-name", name, "--log-level", "info"}, args...)
+	return &proc{Proc: e2eproc.Serve(t, name, args...), name: name}
 }
 
 // clusterView is the part of /debug/cluster the test reads.
@@ -91,7 +40,7 @@ type clusterView struct {
 
 func (p *proc) cluster(t *testing.T) clusterView {
 	t.Helper()
-	resp, err := http.Get(p.url + "/debug/cluster")
+	resp, err := http.Get(p.URL + "/debug/cluster")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +99,7 @@ const prompt = `{"model":"m","messages":[{"role":"system","content":"You are the
 
 // send posts the shared prompt and returns the endpoint and decision.
 func send(t *testing.T, p *proc) (string, string) {
-	resp, err := http.Post(p.url+"/v1/chat/completions", "application/json", strings.NewReader(prompt))
+	resp, err := http.Post(p.URL+"/v1/chat/completions", "application/json", strings.NewReader(prompt))
 	if err != nil {
 		t.Error(err)
 		return "", ""
@@ -183,15 +132,14 @@ func TestGossipMultiProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := buildPrefixring(t)
 	up := newUpstreams(t, 4)
 	key := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 	common := []string{"--endpoints", strings.Join(up.urls, ","), "--gossip-key", key, "--gossip-interval", "50ms"}
-	r0 := startServe(t, bin, "r0", append(common, "--gossip-bind", "127.0.0.1:0")...)
+	r0 := startServe(t, "r0", append(common, "--gossip-bind", "127.0.0.1:0")...)
 	seed := r0.selfAddr(t)
 	reps := []*proc{r0}
 	for _, name := range []string{"r1", "r2"} {
-		reps = append(reps, startServe(t, bin, name, append(common, "--gossip-bind", "127.0.0.1:0", "--join", seed)...))
+		reps = append(reps, startServe(t, name, append(common, "--gossip-bind", "127.0.0.1:0", "--join", seed)...))
 	}
 	for _, r := range reps {
 		waitFor(t, r.name+" to see 3 members", 10*time.Second, func() bool { return len(r.cluster(t).Members) == 3 })
@@ -222,7 +170,7 @@ func TestGossipMultiProcess(t *testing.T) {
 
 	// A replica with the wrong key is refused and changes nothing.
 	wrong := base64.StdEncoding.EncodeToString([]byte("fedcba9876543210fedcba9876543210"))
-	intruder := startServe(t, bin, "r3", "--endpoints", strings.Join(up.urls, ","), "--gossip-key", wrong,
+	intruder := startServe(t, "r3", "--endpoints", strings.Join(up.urls, ","), "--gossip-key", wrong,
 		"--gossip-bind", "127.0.0.1:0", "--join", seed)
 	up.delay.Store(int64(3 * time.Second))
 	var held sync.WaitGroup
@@ -243,6 +191,6 @@ func TestGossipMultiProcess(t *testing.T) {
 	up.delay.Store(0)
 
 	// A clean shutdown leaves the cluster at once.
-	_ = reps[2].cmd.Process.Signal(syscall.SIGTERM)
+	_ = reps[2].Cmd.Process.Signal(syscall.SIGTERM)
 	waitFor(t, "r0 to drop r2 after its leave", 3*time.Second, func() bool { return len(r0.cluster(t).Members) == 2 })
 }
