@@ -84,7 +84,11 @@ func newUpstreams(t *testing.T, n int) *upstreams {
 		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body)
 			if r.URL.Path != "/health" {
-				time.Sleep(time.Duration(u.delay.Load()))
+				select { // held, unless the router hangs up
+				case <-time.After(time.Duration(u.delay.Load())):
+				case <-r.Context().Done():
+					return
+				}
 			}
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprintf(w, `{"object":"chat.completion","upstream":%d}`, i)
