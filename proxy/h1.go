@@ -155,6 +155,17 @@ func (t *h1Transport) put(c *h1Conn) {
 	t.idle[c.host] = append(t.idle[c.host], c)
 }
 
+// idleCount returns how many connections the pool holds.
+func (t *h1Transport) idleCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, conns := range t.idle {
+		n += len(conns)
+	}
+	return n
+}
+
 // CloseIdleConnections closes every pooled connection.
 func (t *h1Transport) CloseIdleConnections() {
 	t.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -26,12 +27,13 @@ type upstream struct {
 	*httptest.Server
 	name   string
 	served atomic.Int64
+	open   atomic.Int64 // connections open now
 	handle atomic.Pointer[http.HandlerFunc]
 }
 
 func newUpstream(t *testing.T, name string) *upstream {
 	u := &upstream{name: name}
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/health" {
 			return
 		}
@@ -44,6 +46,15 @@ func newUpstream(t *testing.T, name string) *upstream {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"cmpl-1","object":"chat.completion","model":"m","served_by":%q,"path":%q}`, name, r.URL.Path)
 	}))
+	u.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			u.open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			u.open.Add(-1)
+		}
+	}
+	u.Start()
 	t.Cleanup(u.Close)
 	return u
 }
@@ -58,6 +69,7 @@ type fixture struct {
 	health    *Health
 	ups       []*upstream
 	reg       *prometheus.Registry
+	router    *Router
 }
 
 func newFixture(t *testing.T, n int, tweak ...func(*Config)) *fixture {
@@ -96,6 +108,7 @@ func newFixture(t *testing.T, n int, tweak ...func(*Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.router = rt
 	f.srv = httptest.NewServer(Mux(rt, Ops{Gatherer: f.reg, Status: bal.Status, LoadFactor: 1.25}))
 	t.Cleanup(f.srv.Close)
 	return f
