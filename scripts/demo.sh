@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# make demo: two fleets of 4 simulated vLLM servers on 127.0.0.1; the same
-# multi-turn chat traffic goes through prefixring to one and, picking a
-# server at random as a Kubernetes Service does, to the other; the demo prints cache hits and time to first token for both.
+# make demo: two fleets of 4 simulated vLLM servers on 127.0.0.1. The same
+# multi-turn chat traffic goes to one fleet through two prefixring replicas
+# that gossip their load (the client alternates between them, as DNS
+# round-robin would), and to the other fleet at random, as a Kubernetes
+# Service spreads connections. The demo prints cache hits and time to first
+# token for both, and where each conversation's turns went.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=bin/prefixring
@@ -13,16 +16,21 @@ trap cleanup EXIT
 $BIN sim --count 4 --base-port 18100 --log-level warn & pids+=($!)
 $BIN sim --count 4 --base-port 18200 --log-level warn & pids+=($!)
 eps=http://127.0.0.1:18100,http://127.0.0.1:18101,http://127.0.0.1:18102,http://127.0.0.1:18103
-$BIN serve --listen 127.0.0.1:18080 --endpoints "$eps" --log-level warn & pids+=($!)
+$BIN serve --listen 127.0.0.1:18080 --endpoints "$eps" --log-level warn \
+  --node-name router-a --gossip-bind 127.0.0.1:18090 & pids+=($!)
+$BIN serve --listen 127.0.0.1:18081 --endpoints "$eps" --log-level warn \
+  --node-name router-b --gossip-bind 127.0.0.1:18091 --join 127.0.0.1:18090 & pids+=($!)
 
-for _ in $(seq 100); do
-  curl -fsS -o /dev/null http://127.0.0.1:18080/readyz 2>/dev/null && break
-  sleep 0.1
+for port in 18080 18081; do
+  for _ in $(seq 100); do
+    curl -fsS -o /dev/null "http://127.0.0.1:$port/readyz" 2>/dev/null && break
+    sleep 0.1
+  done
 done
 
 go run ./scripts/demo \
-  -router http://127.0.0.1:18080 \
+  -router http://127.0.0.1:18080,http://127.0.0.1:18081 \
   -direct http://127.0.0.1:18200,http://127.0.0.1:18201,http://127.0.0.1:18202,http://127.0.0.1:18203
 echo
-echo "Router state (GET /debug/ring):"
-curl -fsS http://127.0.0.1:18080/debug/ring
+echo "The gossip cluster as router-b sees it (GET /debug/cluster):"
+curl -fsS http://127.0.0.1:18081/debug/cluster

@@ -1,8 +1,8 @@
-// Command demo sends the same multi-turn chat traffic through prefixring to
-// one fleet of simulated vLLM servers and, picking a server at random as a
-// Kubernetes Service does, to a second, identical fleet; it prints what each
-// did to the prefix cache and to time to first token. Run it through
-// `make demo`.
+// Command demo sends the same multi-turn chat traffic through prefixring
+// replicas (alternating between them) to one fleet of simulated vLLM
+// servers and, picking a server at random as a Kubernetes Service does, to a
+// second, identical fleet; it prints what each did to the prefix cache and
+// to time to first token. Run it through `make demo`.
 package main
 
 import (
@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,13 +28,13 @@ type message struct {
 }
 
 type result struct {
-	endpoint, decision string
-	prompt, cached     int
-	ttft               time.Duration
+	via, endpoint, decision string
+	prompt, cached          int
+	ttft                    time.Duration
 }
 
 func main() {
-	router := flag.String("router", "", "prefixring base URL")
+	router := flag.String("router", "", "comma-separated base URLs of the prefixring replicas; requests alternate between them")
 	direct := flag.String("direct", "", "comma-separated base URLs of the fleet that gets random routing")
 	convs := flag.Int("conversations", 12, "concurrent conversations")
 	turns := flag.Int("turns", 6, "turns per conversation")
@@ -47,13 +48,17 @@ func main() {
 	fmt.Printf("%d conversations x %d turns; a %d-character shared system prompt; each turn pastes a %d-character document; max_tokens %d\n\n",
 		*convs, *turns, len(system), len(document(0, 0)), maxTokens)
 	urls := strings.Split(*direct, ",")
+	replicas := strings.Split(*router, ",")
+	var next atomic.Int64
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(1, 2))
 	modes := []struct {
 		name string
 		base func() string
 	}{
-		{"prefixring", func() string { return *router }},
+		// Clients alternate between the replicas, as DNS round-robin
+		// spreads them: each conversation's turns reach both.
+		{"prefixring", func() string { return replicas[int(next.Add(1))%len(replicas)] }},
 		// A Kubernetes Service (kube-proxy in iptables mode) picks a
 		// backend at random per connection.
 		{"random", func() string { mu.Lock(); defer mu.Unlock(); return urls[rng.IntN(len(urls))] }},
@@ -89,18 +94,20 @@ func document(c, t int) string {
 	return b.String()
 }
 
+func port(url string) string { return url[strings.LastIndex(url, ":")+1:] }
+
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // printAffinity shows where each conversation's turns went.
 func printAffinity(res []result, turns int) {
-	fmt.Println("  where prefixring sent each conversation's turns (X-Prefixring-Endpoint, decision):")
+	fmt.Println("  each turn: the replica it went through -> the endpoint it reached (X-Prefixring-Endpoint), decision:")
 	for c := 0; c*turns < len(res); c++ {
 		var cells []string
 		for _, r := range res[c*turns : (c+1)*turns] {
-			cells = append(cells, fmt.Sprintf("%s %-5s", r.endpoint[strings.LastIndex(r.endpoint, ":")+1:], r.decision))
+			cells = append(cells, fmt.Sprintf("%s->%s %-5s", port(r.via), port(r.endpoint), r.decision))
 		}
 		if c < 4 {
-			fmt.Printf("    conversation %2d: %s\n", c, strings.Join(cells, " | "))
+			fmt.Printf("    conversation %d: %s\n", c, strings.Join(cells, " | "))
 		}
 	}
 }
@@ -142,7 +149,7 @@ func chat(base string, msgs []message) (result, string) {
 	if resp.StatusCode != 200 {
 		log.Fatalf("%s: status %d", base, resp.StatusCode)
 	}
-	r := result{endpoint: resp.Header.Get("X-Prefixring-Endpoint"), decision: resp.Header.Get("X-Prefixring-Decision")}
+	r := result{via: base, endpoint: resp.Header.Get("X-Prefixring-Endpoint"), decision: resp.Header.Get("X-Prefixring-Decision")}
 	if r.endpoint == "" {
 		r.endpoint = base
 	}
