@@ -3,7 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
-	"net/http"
+	"strings"
 	"time"
 )
 
@@ -52,8 +52,21 @@ func (c Config) Validate() error {
 	if c.MaxIdleConnsPerHost < 1 {
 		errs = append(errs, fmt.Errorf("max idle conns per host %d must be >= 1", c.MaxIdleConnsPerHost))
 	}
-	if c.SessionHeader != "" && http.CanonicalHeaderKey(c.SessionHeader) == "" {
+	if !validHeaderName(c.SessionHeader) {
 		errs = append(errs, fmt.Errorf("session header %q is not a header name", c.SessionHeader))
 	}
 	return errors.Join(errs...)
+}
+
+// validHeaderName reports whether s is empty (off) or an HTTP token: the
+// characters RFC 9110 allows in a field name.
+func validHeaderName(s string) bool {
+	for _, c := range []byte(s) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
