@@ -79,10 +79,7 @@ func TestHotKeySpillsAlikeEverywhere(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 2)
 		defer c.stopAll()
-		for i := range 3 {
-			c.mustStart(fmt.Sprintf("r%d", i), fmt.Sprintf("10.0.0.%d:7946", i+1))
-		}
-		c.waitAgreed(10*time.Second, nil)
+		c.startAgreed(3)
 		reps := c.sorted()
 		home := reps[0].wouldPick(77)
 		spilled := 0
@@ -111,10 +108,7 @@ func TestHealthByMajority(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 3)
 		defer c.stopAll()
-		for i := range 3 {
-			c.mustStart(fmt.Sprintf("r%d", i), fmt.Sprintf("10.0.0.%d:7946", i+1))
-		}
-		c.waitAgreed(10*time.Second, nil)
+		c.startAgreed(3)
 		reps := c.sorted()
 		bad := testEndpoints[1]
 		reps[0].node.ObserveHealth(bad, false)
@@ -136,10 +130,7 @@ func TestPartitionHeals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 4)
 		defer c.stopAll()
-		for i := range 3 {
-			c.mustStart(fmt.Sprintf("r%d", i), fmt.Sprintf("10.0.0.%d:7946", i+1))
-		}
-		c.waitAgreed(10*time.Second, nil)
+		c.startAgreed(3)
 		reps := c.sorted()
 		reps[2].hold(t, 5)
 		c.net.Partition([]string{"10.0.0.1:7946", "10.0.0.2:7946"}, []string{"10.0.0.3:7946"})
@@ -166,10 +157,7 @@ func TestNameConflictAndWrongKey(t *testing.T) {
 		c := newCluster(t, 5)
 		c.key = []byte("0123456789abcdef")
 		defer c.stopAll()
-		for i := range 3 {
-			c.mustStart(fmt.Sprintf("r%d", i), fmt.Sprintf("10.0.0.%d:7946", i+1))
-		}
-		c.waitAgreed(10*time.Second, nil)
+		c.startAgreed(3)
 		c.sorted()[0].hold(t, 9)
 		time.Sleep(time.Second)
 		before := c.views()
@@ -199,4 +187,13 @@ func TestNameConflictAndWrongKey(t *testing.T) {
 			t.Fatalf("wrong-key node sees %d members", m)
 		}
 	})
+}
+
+// startAgreed starts replicas r0..r(n-1) at 10.0.0.1.. and waits until
+// their views agree.
+func (c *cluster) startAgreed(n int) {
+	for i := range n {
+		c.mustStart(fmt.Sprintf("r%d", i), fmt.Sprintf("10.0.0.%d:7946", i+1))
+	}
+	c.waitAgreed(10*time.Second, nil)
 }
