@@ -78,9 +78,6 @@ func NewState(r *Ring, healthy []bool, loads Loads, c float64) *State {
 // Healthy reports whether endpoint i may take requests.
 func (s *State) Healthy(i int) bool { return s.healthy == nil || s.healthy[i] }
 
-// Loads returns the loads the bound reads.
-func (s *State) Loads() Loads { return s.loads }
-
 func (s *State) usable(r *Ring, i int, exclude []string) bool {
 	return s.Healthy(i) && !slices.Contains(exclude, r.ids[i])
 }

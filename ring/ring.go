@@ -117,18 +117,6 @@ func (r *Ring) IDs() []string { return r.ids }
 // ID returns the ID of endpoint i.
 func (r *Ring) ID(i int) string { return r.ids[i] }
 
-// Index returns the position of id, or -1.
-func (r *Ring) Index(id string) int {
-	i, ok := slices.BinarySearch(r.ids, id)
-	if !ok {
-		return -1
-	}
-	return i
-}
-
-// Owned returns how many partitions endpoint i owns.
-func (r *Ring) Owned(i int) int { return r.owned[i] }
-
 // Home returns the index of the endpoint that owns key's partition.
 func (r *Ring) Home(key uint64) int { return int(r.owner[key%uint64(len(r.owner))]) }
 
