@@ -13,6 +13,7 @@ import (
 	"github.com/prefixring/prefixring/prefix"
 	"github.com/prefixring/prefixring/proxy"
 	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/upstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -127,12 +128,12 @@ func newBenchRouter(b *testing.B, url string, transport http.RoundTripper) (http
 	}
 	reg := prometheus.NewRegistry()
 	metrics := proxy.NewMetrics(reg, bal.Status)
-	health, err := proxy.NewHealth(proxy.DefaultHealthConfig(), bal, nil, metrics, log)
+	health, err := upstream.NewHealth(upstream.DefaultHealthConfig(), bal, nil, nil, log)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var endpoints *proxy.Endpoints
-	endpoints = proxy.NewEndpoints(
+	var endpoints *upstream.Endpoints
+	endpoints = upstream.NewEndpoints(
 		func(ids []string) {
 			if err := bal.SetEndpoints(ids); err != nil {
 				b.Fatal(err)
@@ -144,7 +145,7 @@ func newBenchRouter(b *testing.B, url string, transport http.RoundTripper) (http
 		b.Fatal(err)
 	}
 	router, err := proxy.NewRouter(proxy.DefaultConfig(), proxy.Deps{
-		Picker: bal, Keyer: keyer, Endpoints: endpoints, Observer: health, Metrics: metrics, Log: log,
+		Picker: bal, Keyer: keyer, Targets: endpoints, Observer: health, Metrics: metrics, Log: log,
 		Transport: transport,
 	})
 	if err != nil {

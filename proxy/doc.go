@@ -4,10 +4,10 @@
 // retrying on the key's next candidate when an upstream fails before it
 // answers. Server-sent event streams pass through and are flushed per event.
 //
-// Around that path the package keeps the endpoint set ([Endpoints], static or
-// re-resolved from DNS), active and passive health checking ([Health]), the
-// Prometheus metrics of the request path, and the router's own routes
-// (/metrics, /healthz, /readyz, /debug/ring).
+// Around that path the package keeps the Prometheus metrics of the request
+// path and the router's own routes (/metrics, /healthz, /readyz,
+// /debug/ring). The endpoint set and its health live in package upstream;
+// the router reaches them through [Targets] and [Observer].
 //
 // Clients see OpenAI-style errors ({"error":{"message","type","code"}}):
 // 400 for a body the key cannot be read from, 404 for an unknown route, 405

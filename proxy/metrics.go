@@ -16,7 +16,6 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 	ttfb     *prometheus.HistogramVec
 	retries  *prometheus.CounterVec
-	ejects   *prometheus.CounterVec
 }
 
 // LLM requests run from milliseconds (a cached short prompt) to minutes (a
@@ -43,9 +42,6 @@ func NewMetrics(reg prometheus.Registerer, status func() ([]ring.EndpointStatus,
 		retries: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "prefixring_retries_total", Help: "Requests retried on another endpoint, by the endpoint that failed.",
 		}, []string{"endpoint"}),
-		ejects: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "prefixring_ejections_total", Help: "Endpoints taken out of the candidate set, by reason (probe, passive).",
-		}, []string{"endpoint", "reason"}),
 	}
 	if status != nil {
 		reg.MustRegister(&statusCollector{status: status})
@@ -72,12 +68,6 @@ func (m *Metrics) upstream(endpoint string, ttfb, total time.Duration, sawBody b
 func (m *Metrics) retried(endpoint string) {
 	if m != nil {
 		m.retries.WithLabelValues(endpoint).Inc()
-	}
-}
-
-func (m *Metrics) ejected(endpoint, reason string) {
-	if m != nil {
-		m.ejects.WithLabelValues(endpoint, reason).Inc()
 	}
 }
 

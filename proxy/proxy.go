@@ -29,6 +29,12 @@ type Keyer interface {
 	Key(route prefix.Route, body []byte) (key uint64, ok bool, err error)
 }
 
+// Targets resolves an endpoint ID to the base URL requests go to. The
+// endpoint set (package upstream) implements it.
+type Targets interface {
+	URL(id string) *url.URL
+}
+
 // Observer hears whether an endpoint answered; the health checker ejects
 // endpoints that keep failing.
 type Observer interface {
@@ -38,24 +44,24 @@ type Observer interface {
 
 // Router is the request path: an http.Handler for the proxied routes.
 type Router struct {
-	cfg       Config
-	picker    Picker
-	keyer     Keyer
-	endpoints *Endpoints
-	observer  Observer
-	metrics   *Metrics
-	log       *slog.Logger
-	proxy     *httputil.ReverseProxy
+	cfg      Config
+	picker   Picker
+	keyer    Keyer
+	targets  Targets
+	observer Observer
+	metrics  *Metrics
+	log      *slog.Logger
+	proxy    *httputil.ReverseProxy
 }
 
 // Deps are the Router's collaborators. Observer and Metrics may be nil.
 type Deps struct {
-	Picker    Picker
-	Keyer     Keyer
-	Endpoints *Endpoints
-	Observer  Observer
-	Metrics   *Metrics
-	Log       *slog.Logger
+	Picker   Picker
+	Keyer    Keyer
+	Targets  Targets
+	Observer Observer
+	Metrics  *Metrics
+	Log      *slog.Logger
 	// Transport carries requests upstream; nil means NewTransport(cfg).
 	Transport http.RoundTripper
 }
@@ -82,8 +88,8 @@ func NewRouter(cfg Config, d Deps) (*Router, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if d.Picker == nil || d.Keyer == nil || d.Endpoints == nil {
-		return nil, errors.New("proxy: picker, keyer and endpoints are required")
+	if d.Picker == nil || d.Keyer == nil || d.Targets == nil {
+		return nil, errors.New("proxy: picker, keyer and targets are required")
 	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
@@ -91,7 +97,7 @@ func NewRouter(cfg Config, d Deps) (*Router, error) {
 	if d.Transport == nil {
 		d.Transport = newH1Transport(cfg, NewTransport(cfg))
 	}
-	rt := &Router{cfg: cfg, picker: d.Picker, keyer: d.Keyer, endpoints: d.Endpoints,
+	rt := &Router{cfg: cfg, picker: d.Picker, keyer: d.Keyer, targets: d.Targets,
 		observer: d.Observer, metrics: d.Metrics, log: d.Log}
 	rt.proxy = &httputil.ReverseProxy{
 		Rewrite:        rt.rewrite,
@@ -245,7 +251,7 @@ func (rt *Router) rewrite(pr *httputil.ProxyRequest) {
 // removed since the pick gets an empty host: the transport fails over to
 // the key's next candidate.
 func (rt *Router) target(id string, x *exchange) *url.URL {
-	u := rt.endpoints.URL(id)
+	u := rt.targets.URL(id)
 	if u == nil {
 		return &url.URL{Path: x.path}
 	}

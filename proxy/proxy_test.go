@@ -18,12 +18,13 @@ import (
 
 	"github.com/prefixring/prefixring/prefix"
 	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/upstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// upstream is a fake inference server on 127.0.0.1 that records what it
+// fakeServer is a fake inference server on 127.0.0.1 that records what it
 // served. Its handler can be swapped per test.
-type upstream struct {
+type fakeServer struct {
 	*httptest.Server
 	name   string
 	served atomic.Int64
@@ -31,8 +32,8 @@ type upstream struct {
 	handle atomic.Pointer[http.HandlerFunc]
 }
 
-func newUpstream(t *testing.T, name string) *upstream {
-	u := &upstream{name: name}
+func newUpstream(t *testing.T, name string) *fakeServer {
+	u := &fakeServer{name: name}
 	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/health" {
 			return
@@ -59,15 +60,15 @@ func newUpstream(t *testing.T, name string) *upstream {
 	return u
 }
 
-func (u *upstream) setHandler(h http.HandlerFunc) { u.handle.Store(&h) }
+func (u *fakeServer) setHandler(h http.HandlerFunc) { u.handle.Store(&h) }
 
 // fixture is a router in front of upstreams, served on 127.0.0.1.
 type fixture struct {
 	srv       *httptest.Server
 	balancer  *ring.Balancer
-	endpoints *Endpoints
-	health    *Health
-	ups       []*upstream
+	endpoints *upstream.Endpoints
+	health    *upstream.Health
+	ups       []*fakeServer
 	reg       *prometheus.Registry
 	router    *Router
 }
@@ -82,10 +83,10 @@ func newFixture(t *testing.T, n int, tweak ...func(*Config)) *fixture {
 	f.balancer = bal
 	m := NewMetrics(f.reg, bal.Status)
 	log := slog.New(slog.DiscardHandler)
-	if f.health, err = NewHealth(DefaultHealthConfig(), bal, nil, m, log); err != nil {
+	if f.health, err = upstream.NewHealth(upstream.DefaultHealthConfig(), bal, nil, nil, log); err != nil {
 		t.Fatal(err)
 	}
-	f.endpoints = NewEndpoints(func(ids []string) { _ = bal.SetEndpoints(ids) },
+	f.endpoints = upstream.NewEndpoints(func(ids []string) { _ = bal.SetEndpoints(ids) },
 		func(ids []string) { f.health.SetTargets(f.endpoints, ids) })
 	var urls []string
 	for i := range n {
@@ -104,7 +105,7 @@ func newFixture(t *testing.T, n int, tweak ...func(*Config)) *fixture {
 	for _, fn := range tweak {
 		fn(&cfg)
 	}
-	rt, err := NewRouter(cfg, Deps{Picker: bal, Keyer: keyer, Endpoints: f.endpoints, Observer: f.health, Metrics: m, Log: log})
+	rt, err := NewRouter(cfg, Deps{Picker: bal, Keyer: keyer, Targets: f.endpoints, Observer: f.health, Metrics: m, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +343,7 @@ func TestDeadUpstreamIsRetriedOnNextCandidate(t *testing.T) {
 }
 
 func mustID(t *testing.T, raw string) string {
-	_, id, err := ParseEndpoint(raw)
+	_, id, err := upstream.ParseEndpoint(raw)
 	if err != nil {
 		t.Fatal(err)
 	}

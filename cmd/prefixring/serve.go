@@ -18,13 +18,14 @@ import (
 	"github.com/prefixring/prefixring/prefix"
 	"github.com/prefixring/prefixring/proxy"
 	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/upstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 )
 
 func serveFlags() []cli.Flag {
-	pd, hd, rd := proxy.DefaultConfig(), proxy.DefaultHealthConfig(), ring.DefaultConfig()
+	pd, hd, rd := proxy.DefaultConfig(), upstream.DefaultHealthConfig(), ring.DefaultConfig()
 	return []cli.Flag{
 		&cli.StringFlag{Name: "listen", Value: ":8080", EnvVars: env("listen"), Usage: "address the router serves the OpenAI API, /metrics and /debug on"},
 		&cli.StringSliceFlag{Name: "endpoints", EnvVars: env("endpoints"), Usage: "inference server base URLs, comma-separated (e.g. http://10.0.0.7:8000)"},
@@ -75,8 +76,8 @@ type replica struct {
 	log       *slog.Logger
 	reg       *prometheus.Registry
 	balancer  *ring.Balancer
-	endpoints *proxy.Endpoints
-	health    *proxy.Health
+	endpoints *upstream.Endpoints
+	health    *upstream.Health
 	handler   http.Handler
 	draining  atomic.Bool
 	cluster   *clusterWiring // gossip; passes the balancer through when off
@@ -102,13 +103,13 @@ func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
 		return nil, err
 	}
 
-	hc := proxy.DefaultHealthConfig()
+	hc := upstream.DefaultHealthConfig()
 	hc.Interval, hc.Timeout = c.Duration("health-interval"), c.Duration("health-timeout")
 	hc.Path, hc.FailureThreshold = c.String("health-path"), c.Int("failure-threshold")
-	if r.health, err = proxy.NewHealth(hc, r.cluster.HealthSink, nil, metrics, log); err != nil {
+	if r.health, err = upstream.NewHealth(hc, r.cluster.HealthSink, nil, upstream.NewMetrics(r.reg), log); err != nil {
 		return nil, err
 	}
-	r.endpoints = proxy.NewEndpoints(
+	r.endpoints = upstream.NewEndpoints(
 		func(ids []string) {
 			if err := r.cluster.SetEndpoints(ids); err != nil {
 				log.Error("endpoint set rejected", "err", err)
@@ -122,7 +123,7 @@ func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
 	pc.MaxBodyBytes, pc.MaxRetries = c.Int64("max-body-bytes"), c.Int("max-retries")
 	pc.SessionHeader = c.String("session-header")
 	router, err := proxy.NewRouter(pc, proxy.Deps{
-		Picker: r.cluster.Picker, Keyer: keyer, Endpoints: r.endpoints, Observer: r.health, Metrics: metrics, Log: log,
+		Picker: r.cluster.Picker, Keyer: keyer, Targets: r.endpoints, Observer: r.health, Metrics: metrics, Log: log,
 	})
 	if err != nil {
 		return nil, err
@@ -157,7 +158,7 @@ func serve(c *cli.Context) error {
 			return err
 		}
 	} else {
-		src := proxy.DNSSource{Name: dns, Resolver: net.DefaultResolver}
+		src := upstream.DNSSource{Name: dns, Resolver: net.DefaultResolver}
 		go src.Watch(bg, c.Duration("dns-interval"), r.endpoints, log)
 	}
 	go r.health.Run(bg)
