@@ -29,10 +29,15 @@ type Keyer interface {
 	Key(route prefix.Route, body []byte) (key uint64, ok bool, err error)
 }
 
-// Targets resolves an endpoint ID to the base URL requests go to. The
-// endpoint set (package upstream) implements it.
+// Targets resolves endpoint IDs for the request path. The endpoint set
+// (package upstream) implements it.
 type Targets interface {
+	// URL returns the base URL requests to endpoint id go to, or nil when
+	// id has left the set.
 	URL(id string) *url.URL
+	// Name returns what a client may be shown of endpoint id: an operator's
+	// label, or host:port; never a full internal URL.
+	Name(id string) string
 }
 
 // Observer hears whether an endpoint answered; the health checker ejects

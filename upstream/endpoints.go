@@ -90,6 +90,15 @@ func (e *Endpoints) Set(raw []string) error {
 // URL returns the base URL of endpoint id, or nil.
 func (e *Endpoints) URL(id string) *url.URL { return (*e.urls.Load())[id] }
 
+// Name returns the name clients may see of endpoint id: its host:port, or
+// "" when id is not in the set.
+func (e *Endpoints) Name(id string) string {
+	if u := e.URL(id); u != nil {
+		return u.Host
+	}
+	return ""
+}
+
 // IDs returns the sorted endpoint IDs.
 func (e *Endpoints) IDs() []string {
 	m := *e.urls.Load()
