@@ -11,8 +11,12 @@ import (
 
 // Config configures a [Balancer].
 type Config struct {
-	// LoadFactor is c in the bound ceil(c*(total+1)/n); >= 1. Default 1.25.
+	// LoadFactor is c in the bound: an endpoint takes a request while it
+	// holds fewer than ceil(c*(total+1)/n); >= 1. Default 1.25.
 	LoadFactor float64
+	// MinBound lets every endpoint hold MinBound requests whatever the
+	// total (see [Bound]). Default 0: the textbook bound.
+	MinBound int64
 	// Placement places partitions on endpoints; it must match on every
 	// replica of a cluster.
 	Placement PlacementConfig
@@ -27,6 +31,9 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	if !(c.LoadFactor >= 1) {
 		return fmt.Errorf("ring: load factor %v must be >= 1", c.LoadFactor)
+	}
+	if c.MinBound < 0 {
+		return fmt.Errorf("ring: min bound %d must be >= 0", c.MinBound)
 	}
 	return c.Placement.Validate()
 }
@@ -118,7 +125,7 @@ func (b *Balancer) swap(r *Ring, unhealthy map[string]bool, loads Loads) {
 		for i, id := range r.ids {
 			healthy[i] = !unhealthy[id]
 		}
-		s.state = NewState(r, healthy, loads, b.cfg.LoadFactor)
+		s.state = NewState(r, healthy, loads, Bound{LoadFactor: b.cfg.LoadFactor, Min: b.cfg.MinBound})
 	}
 	b.snap.Store(s)
 }

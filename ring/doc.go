@@ -29,10 +29,14 @@
 //
 // # The bound
 //
-// An endpoint may take a request if its load <= ceil(c * (total + 1) / n),
-// where c is [Config.LoadFactor], total the in-flight load of all endpoints
-// and n the number of healthy endpoints. The walk takes the first candidate
-// that passes; if none does, the least loaded usable endpoint. Since c >= 1,
-// the least loaded endpoint always passes when the loads cover the same set,
-// so the bound is never exceeded while some endpoint is under it.
+// An endpoint may take a request if, with it, it holds at most
+// ceil(c · (total + 1) / n) requests (CHWBL's bound, and HAProxy's
+// "served < slots"), where c is [Config.LoadFactor], total the in-flight
+// load of all endpoints and n the number of healthy endpoints; with
+// [Config.MinBound] = K, at most max(K, that). The walk takes the first
+// candidate that passes; if none does, the least loaded usable endpoint.
+// Since c >= 1, some endpoint always passes when the loads cover the healthy
+// set, so a sequence of picks over one view of the loads never exceeds the
+// bound (TestSequentialPicksNeverExceedTheBound). Replicas that learn each
+// other's placements late can: see gossip/DESIGN.md.
 package ring

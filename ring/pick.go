@@ -49,21 +49,46 @@ type Request struct {
 	Exclude []string
 }
 
+// Bound is the request-level bound of CHWBL (Mirrokni, Thorup and
+// Zadimoghaddam) as HAProxy applies it: an endpoint may take a request only
+// if, with it, it holds at most ceil(LoadFactor·(total+1)/n) requests, n the
+// healthy endpoints and total the in-flight requests before this one. Min,
+// when above that, lets every endpoint hold Min requests whatever the total:
+// an inference engine batches many requests at once, so at low load a key
+// can stay home without hurting balance.
+type Bound struct {
+	// LoadFactor is c, >= 1.
+	LoadFactor float64
+	// Min is the floor: every endpoint may hold Min requests. 0 and 1 both
+	// give the textbook bound.
+	Min int64
+}
+
+// Slots returns the most requests an endpoint may hold, the new one
+// included, when total are in flight on n healthy endpoints; at least 1.
+func (b Bound) Slots(total int64, n int) int64 {
+	if n <= 0 {
+		return 0
+	}
+	slots := int64(math.Ceil(b.LoadFactor * float64(total+1) / float64(n)))
+	return max(slots, b.Min, 1)
+}
+
 // State is what a pick reads besides the placement: which endpoints are
-// healthy, the loads the bound reads and the load factor. It is immutable;
-// the [Balancer] keeps one per snapshot.
+// healthy, the loads the bound reads and the bound. It is immutable; the
+// [Balancer] keeps one per snapshot.
 type State struct {
 	healthy  []bool // nil: all healthy
-	nHealthy int    // -1: all healthy
-	loads    Loads  // nil: every load is zero
-	c        float64
+	nHealthy int
+	loads    Loads // nil: every load is zero
+	bound    Bound
 }
 
 // NewState returns the state of a pick over r. healthy[i] reports whether
 // endpoint i of r may take requests (nil: all may); loads is what the bound
-// reads (nil: all zero); c is the load factor, >= 1.
-func NewState(r *Ring, healthy []bool, loads Loads, c float64) *State {
-	s := &State{healthy: healthy, nHealthy: len(r.ids), loads: loads, c: c}
+// reads (nil: all zero).
+func NewState(r *Ring, healthy []bool, loads Loads, b Bound) *State {
+	s := &State{healthy: healthy, nHealthy: len(r.ids), loads: loads, bound: b}
 	if healthy != nil {
 		s.nHealthy = 0
 		for _, h := range healthy {
@@ -89,17 +114,15 @@ func (s *State) load(id string) int64 {
 	return s.loads.Load(id)
 }
 
-// Bound returns the most in-flight requests an endpoint may hold and still
-// take one more: ceil(c * (total + 1) / n), n the healthy endpoints.
+// Bound returns the most in-flight requests an endpoint may hold once it
+// takes the next request (see [Bound.Slots]): an endpoint takes it while its
+// load is below this.
 func (s *State) Bound() int64 {
-	if s.nHealthy == 0 {
-		return 0
-	}
 	var total int64
 	if s.loads != nil {
 		total = s.loads.Total()
 	}
-	return int64(math.Ceil(s.c * float64(total+1) / float64(s.nHealthy)))
+	return s.bound.Slots(total, s.nHealthy)
 }
 
 // Pick chooses the endpoint for req: the first of the key's candidates that
@@ -136,7 +159,7 @@ func (r *Ring) Pick(req Request, s *State) (int, Decision, error) {
 		if found == 1 {
 			homeUsable = true
 		}
-		if s.load(r.ids[i]) <= bound {
+		if s.load(r.ids[i]) < bound {
 			switch {
 			case found == 1:
 				return int(i), DecisionHome, nil

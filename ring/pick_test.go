@@ -76,7 +76,7 @@ func TestBoundNeverExceededWhileSomeEndpointIsUnder(t *testing.T) {
 					exclude = append(exclude, id)
 				}
 			}
-			s := NewState(r, healthy, loads, 1+rng.Float64())
+			s := NewState(r, healthy, loads, Bound{LoadFactor: 1+rng.Float64()})
 			req := Request{Key: rng.Uint64(), Keyed: true, Exclude: exclude}
 			i, d, err := r.Pick(req, s)
 			bound, anyUsable, anyUnder := s.Bound(), false, false
@@ -84,7 +84,7 @@ func TestBoundNeverExceededWhileSomeEndpointIsUnder(t *testing.T) {
 			for j, id := range r.IDs() {
 				if s.usable(r, j, exclude) {
 					anyUsable = true
-					anyUnder = anyUnder || loads[id] <= bound
+					anyUnder = anyUnder || loads[id] < bound
 					minLoad = min(minLoad, loads[id])
 				}
 			}
@@ -98,11 +98,11 @@ func TestBoundNeverExceededWhileSomeEndpointIsUnder(t *testing.T) {
 				t.Fatalf("seed %d: pick %d (%v), usable endpoints exist", seed, i, err)
 			}
 			got := loads[r.ID(i)]
-			if anyUnder && got > bound {
+			if anyUnder && got >= bound {
 				t.Fatalf("seed %d: picked load %d > bound %d while some endpoint is under", seed, got, bound)
 			}
 			home := r.Home(req.Key)
-			homeFits := s.usable(r, home, exclude) && loads[r.ID(home)] <= bound
+			homeFits := s.usable(r, home, exclude) && loads[r.ID(home)] < bound
 			if homeFits != (d == DecisionHome) || (homeFits && i != home) {
 				t.Fatalf("seed %d: decision %v, pick %d, home %d fits=%v", seed, d, i, home, homeFits)
 			}
@@ -121,7 +121,7 @@ func TestOverflowSpreads(t *testing.T) {
 		r := mustRing(t, ids)
 		hot := ids[seed%8]
 		loads := mapLoads{hot: 1000}
-		s := NewState(r, nil, loads, 1.25)
+		s := NewState(r, nil, loads, Bound{LoadFactor: 1.25})
 		took := map[string]int{}
 		spilled := 0
 		for _, k := range randomKeys(seed, 200000) {
@@ -151,7 +151,7 @@ func TestUnhealthyHomeFallsBackWithoutMovingOtherKeys(t *testing.T) {
 	ids := fleet(6, 0)
 	r := mustRing(t, ids)
 	healthy := []bool{true, false, true, true, true, true}
-	all, sick := NewState(r, nil, nil, 1.25), NewState(r, healthy, nil, 1.25)
+	all, sick := NewState(r, nil, nil, Bound{LoadFactor: 1.25}), NewState(r, healthy, nil, Bound{LoadFactor: 1.25})
 	for _, k := range randomKeys(9, 5000) {
 		req := Request{Key: k, Keyed: true}
 		before, _, _ := r.Pick(req, all)
@@ -172,7 +172,7 @@ func TestUnhealthyHomeFallsBackWithoutMovingOtherKeys(t *testing.T) {
 
 func TestExcludeWalksToNextCandidate(t *testing.T) {
 	r := mustRing(t, fleet(5, 0))
-	s := NewState(r, nil, nil, 1.25)
+	s := NewState(r, nil, nil, Bound{LoadFactor: 1.25})
 	k := uint64(42)
 	order := r.Candidates(k, nil)
 	var tried []string
@@ -190,7 +190,7 @@ func TestExcludeWalksToNextCandidate(t *testing.T) {
 
 func TestUnkeyedGoesToLeastLoaded(t *testing.T) {
 	r := mustRing(t, []string{"a", "b", "c"})
-	s := NewState(r, nil, mapLoads{"a": 3, "b": 1, "c": 2}, 1.25)
+	s := NewState(r, nil, mapLoads{"a": 3, "b": 1, "c": 2}, Bound{LoadFactor: 1.25})
 	for k := range uint64(10) {
 		i, d, err := r.Pick(Request{Key: k}, s)
 		if err != nil || r.ID(i) != "b" || d != DecisionFallback {

@@ -31,7 +31,8 @@ func serveFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "endpoints", EnvVars: env("endpoints"), Usage: "inference server base URLs, comma-separated (e.g. http://10.0.0.7:8000)"},
 		&cli.StringFlag{Name: "endpoints-dns", EnvVars: env("endpoints-dns"), Usage: "discover endpoints from DNS: host:port (A/AAAA records, e.g. a headless Service) or an SRV name _svc._tcp.host"},
 		&cli.DurationFlag{Name: "dns-interval", Value: 10 * time.Second, EnvVars: env("dns-interval"), Usage: "how often --endpoints-dns is re-resolved"},
-		&cli.Float64Flag{Name: "load-factor", Value: rd.LoadFactor, EnvVars: env("load-factor"), Usage: "c in the bound: an endpoint takes a key while its in-flight load <= ceil(c*(total+1)/n)"},
+		&cli.Float64Flag{Name: "load-factor", Value: rd.LoadFactor, EnvVars: env("load-factor"), Usage: "c in the bound: an endpoint takes a request while, with it, it holds at most ceil(c*(total+1)/n) in flight"},
+		&cli.Int64Flag{Name: "min-bound", Value: rd.MinBound, EnvVars: env("min-bound"), Usage: "every endpoint may hold this many requests whatever the bound says (keeps keys home at low load; 0: the textbook bound)"},
 		&cli.IntFlag{Name: "prefix-chars", Value: prefix.DefaultConfig().MaxChars, EnvVars: env("prefix-chars"), Usage: "how much prompt text (characters) the affinity key reads"},
 		&cli.StringFlag{Name: "session-header", Value: pd.SessionHeader, EnvVars: env("session-header"), Usage: "request header whose value, when present, is the affinity key (empty: off)"},
 		&cli.Int64Flag{Name: "max-body-bytes", Value: pd.MaxBodyBytes, EnvVars: env("max-body-bytes"), Usage: "largest request body accepted; larger ones get 413"},
@@ -85,7 +86,7 @@ type replica struct {
 
 func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
 	rc := ring.DefaultConfig()
-	rc.LoadFactor = c.Float64("load-factor")
+	rc.LoadFactor, rc.MinBound = c.Float64("load-factor"), c.Int64("min-bound")
 	bal, err := ring.NewBalancer(rc)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,115 @@
+package ring
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestBoundIsTextbook pins the bound to CHWBL's (Mirrokni et al.) and
+// HAProxy's: an endpoint takes a request only if its load after taking it,
+// load+1, is at most ceil(c·(total+1)/n). At 8 endpoints, c = 1.25 and 5 in
+// flight on each but the home, which holds 7: total 42, the bound is
+// ceil(1.25·43/8) = 7, so the home is full and the key spills. A bound of
+// "load <= 7" would let the home reach 8, 1.6x the mean.
+func TestBoundIsTextbook(t *testing.T) {
+	ids := fleet(8, 0)
+	r := mustRing(t, ids)
+	const key = 0xfeed
+	home := r.ID(r.Home(key))
+	loads := mapLoads{}
+	for _, id := range ids {
+		loads[id] = 5
+	}
+	loads[home] = 7
+	s := NewState(r, nil, loads, Bound{LoadFactor: 1.25})
+	if got := s.Bound(); got != 7 {
+		t.Fatalf("bound %d, want ceil(1.25*43/8) = 7", got)
+	}
+	i, d, err := r.Pick(Request{Key: key, Keyed: true}, s)
+	if err != nil || i == r.Home(key) || d != DecisionSpill {
+		t.Fatalf("home at the bound took the request: pick %s %v %v", r.ID(i), d, err)
+	}
+	loads[home] = 6
+	if i, d, _ := r.Pick(Request{Key: key, Keyed: true}, s); i != r.Home(key) || d != DecisionHome {
+		t.Fatalf("home one under the bound refused: pick %s %v", r.ID(i), d)
+	}
+}
+
+// TestMinBound: with Min = K every endpoint may hold K requests whatever
+// the total, so at low load a key stays home; above K the textbook bound
+// governs.
+func TestMinBound(t *testing.T) {
+	ids := fleet(8, 0)
+	r := mustRing(t, ids)
+	const key = 0xfeed
+	home := r.ID(r.Home(key))
+	for _, tc := range []struct {
+		min, homeLoad int64
+		wantHome      bool
+	}{
+		{0, 2, false}, // bound ceil(1.25*3/8) = 1
+		{1, 2, false},
+		{3, 2, true}, // the floor lets the home hold a 3rd
+		{3, 3, false},
+		{16, 15, true},
+	} {
+		s := NewState(r, nil, mapLoads{home: tc.homeLoad}, Bound{LoadFactor: 1.25, Min: tc.min})
+		i, _, err := r.Pick(Request{Key: key, Keyed: true}, s)
+		if err != nil || (i == r.Home(key)) != tc.wantHome {
+			t.Errorf("min %d, home load %d: picked %s, want home=%v", tc.min, tc.homeLoad, r.ID(i), tc.wantHome)
+		}
+	}
+}
+
+// TestSequentialPicksNeverExceedTheBound places requests one after another
+// (each pick sees the previous ones), with random releases: no endpoint
+// ever holds more than the bound computed at its pick. This holds for
+// sequential picks over one view of the loads; concurrent replicas that see
+// each other's counts late can overshoot (docs/gossip-measures.md).
+func TestSequentialPicksNeverExceedTheBound(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		ids := fleet(2+rng.IntN(10), int(seed))
+		r := mustRing(t, ids)
+		loads := mapLoads{}
+		b := Bound{LoadFactor: 1 + rng.Float64(), Min: int64(rng.IntN(4))}
+		hot := rng.Uint64() // half the requests share one key
+		for range 2000 {
+			if rng.IntN(3) == 0 { // a release
+				id := ids[rng.IntN(len(ids))]
+				if loads[id] > 0 {
+					loads[id]--
+				}
+				continue
+			}
+			key := rng.Uint64()
+			if rng.IntN(2) == 0 {
+				key = hot
+			}
+			s := NewState(r, nil, loads, b)
+			slots := s.Bound()
+			i, _, err := r.Pick(Request{Key: key, Keyed: true}, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			loads[r.ID(i)]++
+			if loads[r.ID(i)] > slots {
+				t.Fatalf("seed %d: %s holds %d after the pick, bound %d", seed, r.ID(i), loads[r.ID(i)], slots)
+			}
+		}
+	}
+}
+
+func TestBoundFormula(t *testing.T) {
+	r := mustRing(t, fleet(8, 0))
+	for total := range int64(100) {
+		loads := mapLoads{r.ID(0): total}
+		for _, c := range []float64{1, 1.25, 2} {
+			want := int64(math.Ceil(c * float64(total+1) / 8))
+			if got := NewState(r, nil, loads, Bound{LoadFactor: c}).Bound(); got != max(want, 1) {
+				t.Fatalf("total %d c %v: bound %d, want %d", total, c, got, want)
+			}
+		}
+	}
+}
