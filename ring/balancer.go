@@ -145,7 +145,7 @@ func (b *Balancer) Acquire(req Request) (Lease, error) {
 		return Lease{}, err
 	}
 	id := s.ring.ids[i]
-	return Lease{Endpoint: id, Decision: d, c: b.inflight.acquire(id)}, nil
+	return Lease{Endpoint: id, Decision: d, h: &hold{c: b.inflight.acquire(id)}}, nil
 }
 
 func sortedUnique(ids []string) []string {

@@ -181,3 +181,30 @@ func ExampleBalancer() {
 	fmt.Println(lease.Endpoint, lease.Decision)
 	// Output: http://vllm-1:8000 home
 }
+
+// TestCopiedLeaseReleasesOnce: a Lease is a value; a copy released as well
+// as the original (a struct copied into a retry loop, a deferred release
+// of a stale copy) must still give the slot back exactly once.
+func TestCopiedLeaseReleasesOnce(t *testing.T) {
+	b := mustBalancer(t, fleet(2, 0)...)
+	keep, err := b.Acquire(Request{Key: 1, Keyed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := b.Acquire(Request{Key: 1, Keyed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := l
+	l.Release()
+	cp.Release()
+	cp2 := cp
+	cp2.Release()
+	if got := b.Inflight().Total(); got != 1 {
+		t.Fatalf("total %d after releasing one of two leases through three copies, want 1", got)
+	}
+	keep.Release()
+	if got := b.Inflight().Total(); got != 0 {
+		t.Fatalf("total %d, want 0", got)
+	}
+}

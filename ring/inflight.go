@@ -91,21 +91,28 @@ func (c *counter) release() {
 	c.total.Add(-1)
 }
 
-// Lease is one request's hold on an endpoint. Release it exactly when the
-// request ends; extra calls do nothing. A Lease belongs to one goroutine:
-// hold it in a variable and do not copy it after use.
+// Lease is one request's hold on an endpoint. Release it when the request
+// ends. A Lease is a small value that may be copied freely: all copies share
+// one hold, and the first Release of any of them gives the slot back; the
+// others do nothing.
 type Lease struct {
 	// Endpoint is the ID of the endpoint the request goes to.
 	Endpoint string
 	// Decision says why.
 	Decision Decision
-	c        *counter
+	h        *hold
 }
 
-// Release gives the endpoint's slot back. It is idempotent.
-func (l *Lease) Release() {
-	if l.c != nil {
-		l.c.release()
-		l.c = nil
+// hold is one lease's claim on a counter, shared by every copy of the Lease.
+type hold struct {
+	c        *counter
+	released atomic.Bool
+}
+
+// Release gives the endpoint's slot back. It is idempotent across the Lease
+// and all its copies, and safe to call concurrently.
+func (l Lease) Release() {
+	if l.h != nil && l.h.released.CompareAndSwap(false, true) {
+		l.h.c.release()
 	}
 }
