@@ -71,15 +71,14 @@ func (n *Node) Status() ClusterStatus {
 			st.Remote[id] = v
 		}
 	}
-	ids := map[string]bool{}
-	for id := range st.Remote {
-		ids[id] = true
-	}
-	for id := range st.Local {
-		ids[id] = true
-	}
-	for id := range ids {
-		st.Loads[id] = n.loads.Load(id)
+	// What the bound reads, for every endpoint the balancer holds: in the
+	// shared view that includes our own last publication, which neither
+	// Remote nor Local shows.
+	bal, _ := n.bal.Status()
+	for _, e := range bal {
+		if e.Load != 0 {
+			st.Loads[e.ID] = e.Load
+		}
 	}
 	return st
 }
