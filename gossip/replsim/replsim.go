@@ -1,21 +1,13 @@
 // Package replsim models R prefixring router replicas inside the fleet
-// simulator (package sim): each replica is a real ring.Balancer with its own
-// in-flight counters, and clients are spread over the replicas round-robin.
-// Replica j publishes its counts every Interval (at phase j*Interval/R);
-// the others receive a publication Latency later. What a replica's bound
-// reads depends on View:
+// simulator (package sim) with the production code: each replica is a real
+// ring.Balancer whose bound reads a real gossip.ClusterLoads, fed with real
+// gossip.Entry publications merged into a real gossip.State and summed by
+// gossip.SumRemote under the production liveness rule. Only the network is
+// modelled: replica j publishes its entry every Interval (at phase
+// j*Interval/R), sees it at once, and the others receive it Latency later.
+// Clients are spread over the replicas round-robin.
 //
-//   - gossip.ViewExact: its own exact live counts plus the others' last
-//     received publications;
-//   - gossip.ViewShared: its own last publication (seen the instant it
-//     publishes) plus the others' last received publications;
-//   - ViewShared with CapSlack > 0 (the hybrid): the shared view for the
-//     walk, except that an endpoint whose exact view load exceeds
-//     (1+CapSlack) times the exact view's bound reads as full.
-//
-// One replica alone reads its exact live counts in every view.
-//
-// With Gossip off, each replica sees only its own counts.
+// With Gossip off, each replica's bound reads only its own counters.
 //
 // Counts change only at arrivals (acquire) and completions (release); the
 // picker learns the time at arrivals, so a publication due at t carries the
@@ -29,7 +21,7 @@ package replsim
 
 import (
 	"errors"
-	"math"
+	"fmt"
 	"time"
 
 	"github.com/prefixring/prefixring/gossip"
@@ -48,32 +40,41 @@ type Config struct {
 	Interval time.Duration
 	// Latency from a publication to its receipt by the others.
 	Latency time.Duration
-	// View is what the bound reads; default gossip.ViewExact.
+	// View is what the bound reads; default: the production default,
+	// gossip.DefaultConfig().View.
 	View gossip.ViewMode
-	// CapSlack > 0 (ViewShared only) adds the hybrid's local cap.
-	CapSlack float64
+	// StaleAfter is the liveness rule's expiry; default the production
+	// default, raised to 3 intervals for long intervals (production
+	// requires it above the heartbeat, which is at least the interval).
+	StaleAfter time.Duration
 }
 
-// publication is one replica's counts in flight to the others.
-type publication struct {
-	at     time.Duration // delivery time
-	from   int
-	counts map[string]int64
-	total  int64
+// epoch anchors virtual time to the wall-clock stamps entries carry.
+var epoch = time.Unix(1_700_000_000, 0)
+
+// replica is one router replica: the production balancer, view and state.
+type replica struct {
+	name  string
+	bal   *ring.Balancer
+	loads *gossip.ClusterLoads // nil without gossip: the balancer reads its own counters
+	state *gossip.State        // entries received, its own included
+	live  gossip.Liveness
+	ver   uint64
+	next  time.Duration // its next publication
+}
+
+// delivery is one publication in flight to one replica.
+type delivery struct {
+	at    time.Duration
+	to    int
+	entry gossip.Entry
 }
 
 // Picker implements sim.Picker over R replicas.
 type Picker struct {
 	cfg  Config
-	bals []*ring.Balancer
-	pub  []map[string]int64 // last publication of each replica, as it sees it
-	pubT []int64
-	rcv  []map[string]int64 // last publication of each replica the others received
-	rcvT []int64
-	sum  map[string]int64 // sum of rcv over replicas
-	sumT int64
-	wire []publication   // in flight, in delivery order
-	next []time.Duration // next publication of each replica
+	reps []*replica
+	wire []delivery // in delivery order
 	now  time.Duration
 	turn int
 	Measures
@@ -84,28 +85,30 @@ type Measures struct {
 	// Keyed counts keyed requests; Agreed those every replica would have
 	// sent to the same endpoint.
 	Keyed, Agreed int
-	// Over counts keyed requests sent to an endpoint whose true
-	// cluster-wide load already exceeded the bound computed from the true
-	// cluster-wide total, i.e. that a replica with a perfect view would
-	// not have sent there; MaxExcess is the largest such excess.
+	// Over counts keyed requests that left their endpoint holding more than
+	// the bound computed from the true cluster-wide loads before the pick:
+	// a replica with a perfect, instant view would not have placed them
+	// there. MaxExcess is the largest such excess.
 	Over      int
 	MaxExcess int64
 }
 
 // New builds the replicas over cfg.Endpoints.
 func New(cfg Config) (*Picker, error) {
-	if cfg.Replicas < 1 || (cfg.Gossip && cfg.Interval <= 0) || cfg.Latency < 0 || cfg.CapSlack < 0 {
-		return nil, errors.New("replsim: need replicas >= 1, with gossip an interval, and no negative latency or slack")
+	if cfg.Replicas < 1 || (cfg.Gossip && cfg.Interval <= 0) || cfg.Latency < 0 {
+		return nil, errors.New("replsim: need replicas >= 1, with gossip an interval, and no negative latency")
 	}
-	if cfg.View == "" || !cfg.Gossip || cfg.Replicas == 1 {
-		// Without gossip: own live counts only. Alone, a ViewShared
-		// replica reads its live counts too, as gossip.ClusterLoads does.
-		cfg.View = gossip.ViewExact
+	d := gossip.DefaultConfig()
+	if cfg.View == "" {
+		cfg.View = d.View
 	}
 	if _, err := gossip.ParseViewMode(string(cfg.View)); err != nil {
 		return nil, err
 	}
-	p := &Picker{cfg: cfg, sum: map[string]int64{}}
+	if cfg.StaleAfter == 0 {
+		cfg.StaleAfter = max(d.StaleAfter, 3*cfg.Interval)
+	}
+	p := &Picker{cfg: cfg}
 	for i := range cfg.Replicas {
 		b, err := ring.NewBalancer(cfg.Ring)
 		if err != nil {
@@ -114,13 +117,28 @@ func New(cfg Config) (*Picker, error) {
 		if err := b.SetEndpoints(cfg.Endpoints); err != nil {
 			return nil, err
 		}
-		b.SetLoads(&view{p: p, i: i})
-		p.bals = append(p.bals, b)
-		p.pub, p.rcv = append(p.pub, map[string]int64{}), append(p.rcv, map[string]int64{})
-		p.pubT, p.rcvT = append(p.pubT, 0), append(p.rcvT, 0)
-		p.next = append(p.next, time.Duration(i)*cfg.Interval/time.Duration(cfg.Replicas))
+		name := fmt.Sprintf("replica-%d", i)
+		r := &replica{name: name, bal: b, state: gossip.NewState(),
+			live: gossip.Liveness{Self: name, StaleAfter: cfg.StaleAfter},
+			next: time.Duration(i) * cfg.Interval / time.Duration(cfg.Replicas)}
+		if cfg.Gossip {
+			r.loads = gossip.NewClusterLoads(b.Inflight(), cfg.View)
+			b.SetLoads(r.loads)
+		}
+		p.reps = append(p.reps, r)
 	}
 	return p, nil
+}
+
+// View returns the view mode the replicas' bounds read.
+func (p *Picker) View() gossip.ViewMode { return p.cfg.View }
+
+// Loads returns what replica i's bound reads.
+func (p *Picker) Loads(i int) ring.Loads {
+	if r := p.reps[i]; r.loads != nil {
+		return r.loads
+	}
+	return p.reps[i].bal.Inflight()
 }
 
 // Key wraps a key function to learn the virtual time: the simulator keys a
@@ -136,9 +154,9 @@ func (p *Picker) Key(k sim.KeyFunc) sim.KeyFunc {
 // agreement, and acquires on the next replica in turn.
 func (p *Picker) Acquire(req ring.Request) (ring.Lease, error) {
 	p.advance()
-	i := p.turn % len(p.bals)
+	i := p.turn % len(p.reps)
 	p.turn++
-	lease, err := p.bals[i].Acquire(req)
+	lease, err := p.reps[i].bal.Acquire(req)
 	if err != nil || !req.Keyed {
 		return lease, err
 	}
@@ -150,11 +168,11 @@ func (p *Picker) Acquire(req ring.Request) (ring.Lease, error) {
 	// The others decide on the state i decided on: i's new lease is
 	// neither published nor (in ViewExact) counted by them.
 	same := true
-	for j, b := range p.bals {
+	for j, r := range p.reps {
 		if j == i {
 			continue
 		}
-		l, err := b.Acquire(req)
+		l, err := r.bal.Acquire(req)
 		if err == nil {
 			l.Release()
 		}
@@ -168,21 +186,17 @@ func (p *Picker) Acquire(req ring.Request) (ring.Lease, error) {
 	return lease, nil
 }
 
-// excess is how far the true cluster-wide load of id was above the true
-// bound when the lease just acquired on it was placed.
+// excess is how far the true cluster-wide load of id, the lease just
+// acquired on it included, is above the bound computed from the true loads
+// before that lease.
 func (p *Picker) excess(id string) int64 {
 	var load, total int64
-	for _, b := range p.bals {
-		load += b.Inflight().Load(id)
-		total += b.Inflight().Total()
+	for _, r := range p.reps {
+		load += r.bal.Inflight().Load(id)
+		total += r.bal.Inflight().Total()
 	}
-	load, total = load-1, total-1 // before the new lease
-	return load - bound(p.cfg.Ring.LoadFactor, total, len(p.cfg.Endpoints))
-}
-
-// bound is ring.State.Bound with every endpoint healthy.
-func bound(c float64, total int64, n int) int64 {
-	return int64(math.Ceil(c * float64(total+1) / float64(n)))
+	b := ring.Bound{LoadFactor: p.cfg.Ring.LoadFactor, Min: p.cfg.Ring.MinBound}
+	return load - b.Slots(total-1, len(p.cfg.Endpoints))
 }
 
 // Agreement is the fraction of keyed requests on which every replica would
@@ -199,92 +213,62 @@ func ratio(a, b int, empty float64) float64 {
 	return float64(a) / float64(b)
 }
 
-// advance applies, in time order, every publication and delivery due by now.
+// advance applies, in time order, every publication and delivery due by
+// now; a delivery due at the instant of a publication goes first.
 func (p *Picker) advance() {
 	if !p.cfg.Gossip {
 		return
 	}
 	for {
 		j := 0
-		for k := range p.next {
-			if p.next[k] < p.next[j] {
+		for k, r := range p.reps {
+			if r.next < p.reps[j].next {
 				j = k
 			}
 		}
-		if len(p.wire) > 0 && p.wire[0].at <= p.now && p.wire[0].at <= p.next[j] {
+		if len(p.wire) > 0 && p.wire[0].at <= p.now && p.wire[0].at <= p.reps[j].next {
 			p.deliver(p.wire[0])
 			p.wire = p.wire[1:]
 			continue
 		}
-		if p.next[j] > p.now {
+		if p.reps[j].next > p.now {
 			return
 		}
 		p.publish(j)
 	}
 }
 
-// publish sends replica j's counts: j sees its publication at once, the
-// others Latency later.
+// publish builds replica j's entry as gossip.Node does, applies it to j at
+// once, refreshes j's view of the others (as a publication tick does), and
+// puts it on the wire to the others.
 func (p *Picker) publish(j int) {
-	at := p.next[j]
-	p.next[j] += p.cfg.Interval
-	pub := publication{at: at + p.cfg.Latency, from: j, counts: p.bals[j].Inflight().Counts(), total: p.bals[j].Inflight().Total()}
-	p.pub[j], p.pubT[j] = pub.counts, pub.total
-	if p.cfg.Latency == 0 {
-		p.deliver(pub)
+	r := p.reps[j]
+	at := r.next
+	r.next += p.cfg.Interval
+	r.ver++
+	e := gossip.NewEntry(r.name, r.name, 1, r.ver, epoch.Add(at), p.cfg.Endpoints, r.bal.Inflight().Counts(), nil)
+	r.state.Merge(e)
+	r.loads.SetOwn(e)
+	r.loads.SetRemote(gossip.SumRemote(r.state.Entries(), r.live, epoch.Add(at)))
+	for k := range p.reps {
+		if k == j {
+			continue
+		}
+		d := delivery{at: at + p.cfg.Latency, to: k, entry: e}
+		if p.cfg.Latency == 0 {
+			p.deliver(d)
+			continue
+		}
+		p.wire = append(p.wire, d)
+	}
+}
+
+// deliver merges a publication into its receiver's state and swaps in the
+// new sum of the others' counts, as gossip.Node.receive does.
+func (p *Picker) deliver(d delivery) {
+	r := p.reps[d.to]
+	if len(r.state.Merge(d.entry)) == 0 {
 		return
 	}
-	p.wire = append(p.wire, pub)
-}
-
-func (p *Picker) deliver(pub publication) {
-	j := pub.from
-	for id, n := range p.rcv[j] {
-		p.sum[id] -= n
-	}
-	for id, n := range pub.counts {
-		p.sum[id] += n
-	}
-	p.sumT += pub.total - p.rcvT[j]
-	p.rcv[j], p.rcvT[j] = pub.counts, pub.total
-}
-
-// view is replica i's loads.
-type view struct {
-	p *Picker
-	i int
-}
-
-// exact is i's own live count plus the others' received publications.
-func (v *view) exact(id string) int64 {
-	p := v.p
-	return p.bals[v.i].Inflight().Load(id) + p.sum[id] - p.rcv[v.i][id]
-}
-
-func (v *view) exactTotal() int64 {
-	p := v.p
-	return p.bals[v.i].Inflight().Total() + p.sumT - p.rcvT[v.i]
-}
-
-func (v *view) Load(id string) int64 {
-	p := v.p
-	if p.cfg.View == gossip.ViewExact {
-		return v.exact(id)
-	}
-	shared := p.pub[v.i][id] + p.sum[id] - p.rcv[v.i][id]
-	if p.cfg.CapSlack > 0 {
-		limit := (1 + p.cfg.CapSlack) * float64(bound(p.cfg.Ring.LoadFactor, v.exactTotal(), len(p.cfg.Endpoints)))
-		if float64(v.exact(id)) > limit {
-			return math.MaxInt64 / 2 // full: the walk passes it by
-		}
-	}
-	return shared
-}
-
-func (v *view) Total() int64 {
-	p := v.p
-	if p.cfg.View == gossip.ViewExact {
-		return v.exactTotal()
-	}
-	return p.pubT[v.i] + p.sumT - p.rcvT[v.i]
+	r.loads.SetRemote(gossip.SumRemote(r.state.Entries(), r.live, epoch.Add(d.at)))
 }

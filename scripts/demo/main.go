@@ -98,18 +98,35 @@ func port(url string) string { return url[strings.LastIndex(url, ":")+1:] }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// printAffinity shows where each conversation's turns went.
+// printAffinity shows where every conversation's turns went, and counts
+// how many stayed on their conversation's most-used endpoint.
 func printAffinity(res []result, turns int) {
 	fmt.Println("  each turn: the replica it went through -> the endpoint it reached (X-Prefixring-Endpoint), decision:")
-	for c := 0; c*turns < len(res); c++ {
+	convs, together, stayed, spilled := 0, 0, 0, 0
+	for c := 0; (c+1)*turns <= len(res); c++ {
 		var cells []string
+		count := map[string]int{}
 		for _, r := range res[c*turns : (c+1)*turns] {
 			cells = append(cells, fmt.Sprintf("%s->%s %-5s", port(r.via), port(r.endpoint), r.decision))
+			count[r.endpoint]++
+			if r.decision != "home" {
+				spilled++
+			}
 		}
-		if c < 4 {
-			fmt.Printf("    conversation %d: %s\n", c, strings.Join(cells, " | "))
+		most := 0
+		for _, n := range count {
+			most = max(most, n)
 		}
+		convs++
+		stayed += most
+		if most == turns {
+			together++
+		}
+		fmt.Printf("    conversation %2d: %s\n", c, strings.Join(cells, " | "))
 	}
+	fmt.Printf("  all %d conversations shown: %d of %d turns on their conversation's most-used endpoint; "+
+		"%d of %d conversations entirely on one endpoint; %d turns not at home (spill or fallback)\n",
+		convs, stayed, convs*turns, together, convs, spilled)
 }
 
 // run plays every conversation concurrently, turn by turn, and returns the

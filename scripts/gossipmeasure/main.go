@@ -1,7 +1,8 @@
 // Command gossipmeasure runs the gossip measures of docs/gossip-measures.md
 // in the fleet simulator: decision agreement, hit rate against router
 // replica count with and without gossip, the staleness sweep, and the view
-// modes (exact, shared, shared with a local cap) side by side.
+// modes (exact, shared) side by side. The replicas run the production
+// balancer, view and merge code (package replsim).
 //
 //	go run ./scripts/gossipmeasure            # all tables
 //	go run ./scripts/gossipmeasure -table sweep
@@ -35,9 +36,8 @@ var (
 	skew     = flag.Float64("skew", 1, "Zipf exponent of group popularity (0: uniform)")
 	sweepR   = flag.Int("sweep-replicas", 8, "replicas in the staleness sweep")
 	modesR   = flag.Int("modes-replicas", 3, "replicas in the view-mode table")
-	view     = flag.String("view", "exact", "view mode of the agreement, replicas and sweep tables: exact or shared")
+	view     = flag.String("view", "", "view mode of the agreement, replicas and sweep tables: exact or shared (default: the production default)")
 	latency  = flag.Duration("latency", 0, "delivery latency of a publication to the other replicas")
-	capSlack = flag.Float64("cap-slack", 0.25, "slack of the hybrid's local cap in the modes table")
 )
 
 func main() {
@@ -54,7 +54,7 @@ func main() {
 		log.Fatal(err)
 	}
 	// hit(1): one router, which sees its own placements at once.
-	base := run(w, setup{replicas: 1, gossip: true, view: gossip.ViewExact, interval: 100 * time.Millisecond})
+	base := run(w, setup{replicas: 1, gossip: true, view: vm, interval: 100 * time.Millisecond})
 	if *table == "agreement" || *table == "all" {
 		print(tw, "agreement", run(w, setup{replicas: 3, gossip: true, view: vm, interval: 100 * time.Millisecond}), base)
 	}
@@ -71,7 +71,7 @@ func main() {
 	}
 	if *table == "modes" || *table == "all" {
 		for _, iv := range []time.Duration{10, 20, 50, 100, 200, 500, 1000} {
-			for _, m := range []setup{{view: gossip.ViewExact}, {view: gossip.ViewShared}, {view: gossip.ViewShared, capSlack: *capSlack}} {
+			for _, m := range []setup{{view: gossip.ViewExact}, {view: gossip.ViewShared}} {
 				m.replicas, m.gossip, m.interval = *modesR, true, iv*time.Millisecond
 				print(tw, "modes", run(w, m), base)
 			}
@@ -84,7 +84,6 @@ type setup struct {
 	replicas int
 	gossip   bool
 	view     gossip.ViewMode
-	capSlack float64
 	interval time.Duration
 }
 
@@ -104,7 +103,7 @@ func run(w workload.SharedPrefix, su setup) result {
 	}
 	p, err := replsim.New(replsim.Config{Replicas: su.replicas, Endpoints: sim.EndpointIDs(*engines),
 		Ring: ring.DefaultConfig(), Gossip: su.gossip, Interval: su.interval, Latency: *latency,
-		View: su.view, CapSlack: su.capSlack})
+		View: su.view})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -144,9 +143,6 @@ func print(tw *tabwriter.Writer, name string, r, base result) {
 	iv, vm := "-", "-"
 	if r.gossip {
 		iv, vm = r.interval.String(), string(r.view)
-		if r.capSlack > 0 {
-			vm = fmt.Sprintf("%s+cap%.2f", vm, r.capSlack)
-		}
 	}
 	fmt.Fprintf(tw, "%s\t%d\t%v\t%s\t%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.1f\t%.0f\t%.0f\t%.4f\t%d\t\n", name, r.replicas, r.gossip, vm, iv,
 		r.agreement, r.hit, r.hit/base.hit, r.offHome, r.inflight,
