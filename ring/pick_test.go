@@ -76,7 +76,7 @@ func TestBoundNeverExceededWhileSomeEndpointIsUnder(t *testing.T) {
 					exclude = append(exclude, id)
 				}
 			}
-			s := NewState(r, healthy, loads, Bound{LoadFactor: 1+rng.Float64()})
+			s := NewState(r, healthy, loads, Bound{LoadFactor: 1 + rng.Float64()})
 			req := Request{Key: rng.Uint64(), Keyed: true, Exclude: exclude}
 			i, d, err := r.Pick(req, s)
 			bound, anyUsable, anyUnder := s.Bound(), false, false
