@@ -67,11 +67,6 @@ func BenchmarkRouter(b *testing.B) {
 	handler, keyer := newBenchRouter(b, upstream.URL, nil)
 	router := httptest.NewServer(handler)
 	defer router.Close()
-	// The same router on net/http's Transport, for the A/B of the lean
-	// HTTP/1.1 client (h1.go).
-	stdHandler, _ := newBenchRouter(b, upstream.URL, proxy.NewTransport(proxy.DefaultConfig()))
-	stdRouter := httptest.NewServer(stdHandler)
-	defer stdRouter.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}}
 	defer client.CloseIdleConnections()
 
@@ -106,9 +101,7 @@ func BenchmarkRouter(b *testing.B) {
 				}
 			})
 			b.Run("loopback", func(b *testing.B) { benchPost(b, client, router.URL, bodies) })
-			b.Run("loopback-stdlib", func(b *testing.B) { benchPost(b, client, stdRouter.URL, bodies) })
 			b.Run("loopback-parallel", func(b *testing.B) { benchParallel(b, client, router.URL, bodies) })
-			b.Run("loopback-parallel-stdlib", func(b *testing.B) { benchParallel(b, client, stdRouter.URL, bodies) })
 		})
 	}
 }
@@ -151,7 +144,7 @@ func newBenchRouter(b *testing.B, url string, transport http.RoundTripper) (http
 	if err != nil {
 		b.Fatal(err)
 	}
-	return proxy.Mux(router, proxy.Ops{Gatherer: reg, Status: bal.Status}), keyer
+	return proxy.Public(router, proxy.Ops{Gatherer: reg, Status: bal.Status}), keyer
 }
 
 func benchParallel(b *testing.B, client *http.Client, base string, bodies [][]byte) {

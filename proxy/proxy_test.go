@@ -29,6 +29,7 @@ type fakeServer struct {
 	name   string
 	served atomic.Int64
 	open   atomic.Int64 // connections open now
+	conns  atomic.Int64 // connections accepted
 	handle atomic.Pointer[http.HandlerFunc]
 }
 
@@ -51,6 +52,7 @@ func newUpstream(t *testing.T, name string) *fakeServer {
 		switch st {
 		case http.StateNew:
 			u.open.Add(1)
+			u.conns.Add(1)
 		case http.StateClosed, http.StateHijacked:
 			u.open.Add(-1)
 		}
@@ -62,18 +64,93 @@ func newUpstream(t *testing.T, name string) *fakeServer {
 
 func (u *fakeServer) setHandler(h http.HandlerFunc) { u.handle.Store(&h) }
 
-// fixture is a router in front of upstreams, served on 127.0.0.1.
+// fixture is a router in front of upstreams, served on 127.0.0.1 by the
+// public Server (as cmd/prefixring serves it), with the admin routes on a
+// second listener.
 type fixture struct {
-	srv       *httptest.Server
+	srv       *testServer
+	admin     *httptest.Server
 	balancer  *ring.Balancer
 	endpoints *upstream.Endpoints
 	health    *upstream.Health
 	ups       []*fakeServer
 	reg       *prometheus.Registry
 	router    *Router
+	transport *http.Transport
+	draining  atomic.Bool
+	observed  *observed
+}
+
+// observed passes health observations on to the checker and counts the
+// failures per endpoint.
+type observed struct {
+	inner    Observer
+	mu       sync.Mutex
+	failures map[string]int
+}
+
+func (o *observed) ObserveSuccess(id string) { o.inner.ObserveSuccess(id) }
+
+func (o *observed) ObserveFailure(id string, err error) {
+	o.mu.Lock()
+	o.failures[id]++
+	o.mu.Unlock()
+	o.inner.ObserveFailure(id, err)
+}
+
+func (o *observed) failuresOf(id string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.failures[id]
+}
+
+// testServer is a Server listening on 127.0.0.1.
+type testServer struct {
+	URL, addr string
+	client    *http.Client
+}
+
+func (s *testServer) Client() *http.Client { return s.client }
+
+// serve starts a public Server for h with cfg on 127.0.0.1; the test's
+// cleanup closes it.
+func serve(t *testing.T, cfg ServerConfig, h http.Handler) *testServer {
+	t.Helper()
+	srv, err := NewServer(cfg, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	client := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(func() {
+		client.CloseIdleConnections()
+		srv.Close()
+		<-done
+	})
+	return &testServer{URL: "http://" + ln.Addr().String(), addr: ln.Addr().String(), client: client}
+}
+
+// fixtureOpts tweak a fixture: its Config and its ServerConfig.
+type fixtureOpts struct {
+	cfg       func(*Config)
+	server    func(*ServerConfig)
+	transport http.RoundTripper // instead of NewTransport's
 }
 
 func newFixture(t *testing.T, n int, tweak ...func(*Config)) *fixture {
+	return newFixtureWith(t, n, fixtureOpts{cfg: func(c *Config) {
+		for _, fn := range tweak {
+			fn(c)
+		}
+	}})
+}
+
+func newFixtureWith(t *testing.T, n int, o fixtureOpts) *fixture {
 	t.Helper()
 	f := &fixture{reg: prometheus.NewRegistry()}
 	bal, err := ring.NewBalancer(ring.DefaultConfig())
@@ -102,16 +179,29 @@ func newFixture(t *testing.T, n int, tweak ...func(*Config)) *fixture {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig()
-	for _, fn := range tweak {
-		fn(&cfg)
+	if o.cfg != nil {
+		o.cfg(&cfg)
 	}
-	rt, err := NewRouter(cfg, Deps{Picker: bal, Keyer: keyer, Targets: f.endpoints, Observer: f.health, Metrics: m, Log: log})
+	f.transport = NewTransport(cfg)
+	t.Cleanup(f.transport.CloseIdleConnections)
+	f.observed = &observed{inner: f.health, failures: map[string]int{}}
+	var tr http.RoundTripper = f.transport
+	if o.transport != nil {
+		tr = o.transport
+	}
+	rt, err := NewRouter(cfg, Deps{Picker: bal, Keyer: keyer, Targets: f.endpoints, Observer: f.observed, Metrics: m, Log: log, Transport: tr})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.router = rt
-	f.srv = httptest.NewServer(Mux(rt, Ops{Gatherer: f.reg, Status: bal.Status, LoadFactor: 1.25}))
-	t.Cleanup(f.srv.Close)
+	scfg := DefaultServerConfig()
+	if o.server != nil {
+		o.server(&scfg)
+	}
+	ops := Ops{Gatherer: f.reg, Status: bal.Status, LoadFactor: 1.25, Draining: f.draining.Load}
+	f.srv = serve(t, scfg, Public(rt, ops))
+	f.admin = httptest.NewServer(Admin(ops))
+	t.Cleanup(f.admin.Close)
 	return f
 }
 
