@@ -71,9 +71,10 @@ const smallBody = 3 << 10
 
 // body is a request body shared by the handler and the Transport.
 type body struct {
-	b      []byte
-	pooled bool         // b is a pooled buffer; else a plain slice
-	refs   atomic.Int32 // the handler's, plus one per open reader
+	b       []byte
+	pooled  bool         // b is a pooled buffer; else a plain slice
+	refs    atomic.Int32 // the handler's, plus one per open reader
+	getBody func() (io.ReadCloser, error)
 }
 
 // liveBodies counts bodies not yet released by all their holders; tests
@@ -86,6 +87,7 @@ func newBody(b []byte) *body {
 		x.b, x.pooled = bytes.Clone(b), false
 		putBuf(b)
 	}
+	x.getBody = func() (io.ReadCloser, error) { return x.reader(), nil }
 	x.refs.Store(1)
 	liveBodies.Add(1)
 	return x

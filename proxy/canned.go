@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 )
 
 // net/http's server answers some malformed requests itself, before any
@@ -30,33 +29,6 @@ import (
 // canned, and with an empty body) and errors on the TLS or h2c layers,
 // which the router does not serve.
 const cannedHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
-
-type cannedListener struct{ net.Listener }
-
-func (l cannedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &cannedConn{Conn: c}, nil
-}
-
-type cannedConn struct {
-	net.Conn
-	inResponse atomic.Bool // a handler runs, or its response is unfinished
-}
-
-func (c *cannedConn) Write(p []byte) (int, error) {
-	if !c.inResponse.Load() {
-		if e, ok := parseCanned(p); ok {
-			if _, err := c.Conn.Write(cannedJSON(e)); err != nil {
-				return 0, err
-			}
-			return len(p), nil
-		}
-	}
-	return c.Conn.Write(p)
-}
 
 type connKey struct{}
 

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -96,6 +95,6 @@ func normalizeError(resp *http.Response) {
 }
 
 func isJSON(h http.Header) bool {
-	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	mt := mediaType(h)
 	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -221,7 +220,7 @@ func (rt *Router) outgoing(out *http.Request, x *exchange) *http.Request {
 	out.Host = ""
 	if out.ContentLength > 0 {
 		out.Body = x.body.reader()
-		out.GetBody = func() (io.ReadCloser, error) { return x.body.reader(), nil }
+		out.GetBody = x.body.getBody
 	}
 	out.Header["X-Idempotency-Key"] = nil
 	return out

@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"time"
-
-	"golang.org/x/net/netutil"
 )
 
 // ServerConfig configures the public listener's client side.
@@ -91,10 +89,7 @@ func NewServer(cfg ServerConfig, h http.Handler, log *slog.Logger) (*Server, err
 
 // Serve accepts connections on ln until Shutdown or Close.
 func (s *Server) Serve(ln net.Listener) error {
-	if s.cfg.MaxConnections > 0 {
-		ln = netutil.LimitListener(ln, s.cfg.MaxConnections)
-	}
-	err := s.srv.Serve(cannedListener{ln})
+	err := s.srv.Serve(newListener(ln, s.cfg.MaxConnections))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -3,8 +3,8 @@ package proxy
 import (
 	"context"
 	"io"
-	"mime"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -48,9 +48,19 @@ func (b *timedBody) finish() {
 	}
 }
 
-func isEventStream(h http.Header) bool {
-	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
-	return mt == "text/event-stream"
+func isEventStream(h http.Header) bool { return mediaType(h) == "text/event-stream" }
+
+// mediaType is the Content-Type's type/subtype, lower case; without
+// mime.ParseMediaType's parameter parsing and map, on every response.
+func mediaType(h http.Header) string {
+	ct, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	ct = strings.TrimSpace(ct)
+	for i := range len(ct) {
+		if c := ct[i]; c >= 'A' && c <= 'Z' {
+			return strings.ToLower(ct)
+		}
+	}
+	return ct
 }
 
 // sseBody ends an event stream that its upstream cut (connection reset,

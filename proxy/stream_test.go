@@ -122,3 +122,20 @@ func TestOpenAIClientSeesTheStreamCut(t *testing.T) {
 		t.Fatalf("got %q, err %v", text.String(), err)
 	}
 }
+
+func TestMediaType(t *testing.T) {
+	for ct, want := range map[string]string{
+		"text/event-stream":                   "text/event-stream",
+		"Text/Event-Stream; charset=utf-8":    "text/event-stream",
+		" application/json ;charset=utf-8":    "application/json",
+		"":                                    "",
+		"application/problem+json; x=\"a;b\"": "application/problem+json",
+	} {
+		if got := mediaType(http.Header{"Content-Type": {ct}}); got != want {
+			t.Errorf("%q: %q, want %q", ct, got, want)
+		}
+	}
+	if !isJSON(http.Header{"Content-Type": {"application/problem+json"}}) || isJSON(http.Header{"Content-Type": {"text/html"}}) {
+		t.Error("isJSON")
+	}
+}
