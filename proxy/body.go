@@ -192,9 +192,9 @@ func (rt *Router) readBody(w http.ResponseWriter, r *http.Request) (*body, *apiE
 			return nil, bodyError(err)
 		}
 	}
-	// Cleared once the body is read: net/http's background read, which
-	// watches for the client hanging up during a long stream, must not
-	// inherit a deadline.
+	// Cleared once the body is read, so no deadline outlives it (net/http
+	// clears it too when it starts the background read that watches for
+	// the client hanging up during a long stream).
 	_ = rc.SetReadDeadline(time.Time{})
 	return newBody(buf), nil
 }
