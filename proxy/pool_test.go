@@ -229,4 +229,3 @@ func TestTransportOutlivesTheHandler(t *testing.T) {
 		t.Fatal("the buffer did not go back to the pool when the last reader closed")
 	}
 }
-
