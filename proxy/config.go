@@ -29,7 +29,7 @@ type Config struct {
 	// Connection errors and gateway errors come within milliseconds; a
 	// failure after seconds means the endpoint already spent GPU time on
 	// the request, and replaying it costs that again (the client's own
-	// retry policy decides then). Default 10s.
+	// retry policy decides then). Default 10s; 0 turns retries off.
 	RetryTimeout time.Duration
 	// UpstreamTimeout bounds the wait for an upstream's response headers
 	// after the request was sent; past it the client gets 504 and the
