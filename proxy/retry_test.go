@@ -159,6 +159,26 @@ func TestMaxRetriesBoundsTheTries(t *testing.T) {
 	if tries != 2 {
 		t.Fatalf("%d tries with MaxRetries 1, want 2", tries)
 	}
+	if n := counterSum(t, f, "prefixring_retries_total"); n != 1 {
+		t.Fatalf("prefixring_retries_total %v, want 1 (the try that was not retried is not counted)", n)
+	}
+}
+
+func counterSum(t *testing.T, f *fixture, name string) float64 {
+	t.Helper()
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 // TestRetryBudget: a try that fails after the budget has passed is not

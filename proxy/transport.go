@@ -61,7 +61,6 @@ func (t *retrying) RoundTrip(out *http.Request) (*http.Response, error) {
 			return resp, err
 		}
 		failed := x.lease.Endpoint
-		t.rt.metrics.retried(failed)
 		x.tried = append(x.tried, failed)
 		if try >= cfg.MaxRetries || time.Since(x.start) >= cfg.RetryTimeout {
 			return resp, err
@@ -75,6 +74,7 @@ func (t *retrying) RoundTrip(out *http.Request) (*http.Response, error) {
 			}
 			return nil, fmt.Errorf("%w (%w: %v)", err, errNoCandidate, perr)
 		}
+		t.rt.metrics.retried(failed)
 		discard(resp)
 		x.lease.Release()
 		x.lease = next
