@@ -12,14 +12,41 @@ type Config struct {
 	// MaxBodyBytes bounds a request body; larger bodies get 413. Default
 	// 32 MiB: a 128K-token prompt is about 0.5 MiB of text, so this leaves
 	// room for token-id prompts, images as data URLs and long tool lists.
+	// The body buffer grows as bytes arrive, never to the length a client
+	// declares before sending it.
 	MaxBodyBytes int64
+	// ClientBodyTimeout is the longest the router waits for the next bytes
+	// of a request body (an inactivity timeout, as nginx's
+	// client_body_timeout); a client that stalls longer gets 408. Default
+	// 30s.
+	ClientBodyTimeout time.Duration
 	// MaxRetries is how many other endpoints a request may try after the
-	// first fails before answering. Default 2.
+	// first fails (connection error, timeout, 502/503/504) before any byte
+	// reached the client. Default 2.
 	MaxRetries int
+	// RetryTimeout is the retry budget, counted from the first try: once it
+	// has passed, no new try starts and the last failure is answered.
+	// Connection errors and gateway errors come within milliseconds; a
+	// failure after seconds means the endpoint already spent GPU time on
+	// the request, and replaying it costs that again (the client's own
+	// retry policy decides then). Default 10s; 0 turns retries off.
+	RetryTimeout time.Duration
+	// UpstreamTimeout bounds the wait for an upstream's response headers
+	// after the request was sent; past it the client gets 504 and the
+	// endpoint a failure. Inference servers send the headers of a
+	// non-streamed completion only when the whole completion is done, and
+	// queue requests for minutes under load, so the default is 10 minutes,
+	// the default timeout of OpenAI's own clients.
+	UpstreamTimeout time.Duration
 	// SessionHeader, when present on a request, keys it by its value
 	// instead of its prompt (session affinity). Default X-Session-ID; empty
 	// turns it off.
 	SessionHeader string
+	// RoutingHeaders adds X-Prefixring-Endpoint (the endpoint's name:
+	// host:port or an operator's label, never its URL) and
+	// X-Prefixring-Decision (home, spill, fallback) to responses. Default
+	// true.
+	RoutingHeaders bool
 	// DialTimeout bounds connecting to an upstream. Default 2s.
 	DialTimeout time.Duration
 	// MaxIdleConnsPerHost is the keep-alive pool per upstream. Default 512.
@@ -30,8 +57,12 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		MaxBodyBytes:        32 << 20,
+		ClientBodyTimeout:   30 * time.Second,
 		MaxRetries:          2,
+		RetryTimeout:        10 * time.Second,
+		UpstreamTimeout:     10 * time.Minute,
 		SessionHeader:       "X-Session-ID",
+		RoutingHeaders:      true,
 		DialTimeout:         2 * time.Second,
 		MaxIdleConnsPerHost: 512,
 	}
@@ -40,15 +71,23 @@ func DefaultConfig() Config {
 // Validate reports a configuration the router cannot run with.
 func (c Config) Validate() error {
 	var errs []error
+	positive := func(name string, d time.Duration) {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s %v must be > 0", name, d))
+		}
+	}
 	if c.MaxBodyBytes < 1 {
 		errs = append(errs, fmt.Errorf("max body bytes %d must be >= 1", c.MaxBodyBytes))
 	}
 	if c.MaxRetries < 0 {
 		errs = append(errs, fmt.Errorf("max retries %d must be >= 0", c.MaxRetries))
 	}
-	if c.DialTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("dial timeout %v must be > 0", c.DialTimeout))
+	if c.RetryTimeout < 0 {
+		errs = append(errs, fmt.Errorf("retry timeout %v must be >= 0", c.RetryTimeout))
 	}
+	positive("client body timeout", c.ClientBodyTimeout)
+	positive("upstream timeout", c.UpstreamTimeout)
+	positive("dial timeout", c.DialTimeout)
 	if c.MaxIdleConnsPerHost < 1 {
 		errs = append(errs, fmt.Errorf("max idle conns per host %d must be >= 1", c.MaxIdleConnsPerHost))
 	}

@@ -1,16 +1,44 @@
 // Package proxy is the HTTP path of a prefixring replica: it reads a
 // request's body once, derives its affinity key, leases an endpoint from a
-// [Picker], and forwards the request through net/http/httputil.ReverseProxy,
-// retrying on the key's next candidate when an upstream fails before it
-// answers. Server-sent event streams pass through and are flushed per event.
+// [Picker], and forwards the request through net/http/httputil.ReverseProxy
+// over one shared net/http Transport ([NewTransport]). Server-sent event
+// streams pass through and are flushed per event.
 //
-// Around that path the package keeps the Prometheus metrics of the request
-// path and the router's own routes (/metrics, /healthz, /readyz,
-// /debug/ring). The endpoint set and its health live in package upstream;
-// the router reaches them through [Targets] and [Observer].
+// The upstream side:
+//   - A try that fails before anything reached the client (connection
+//     error, timeout, 502, 503, 504) is retried on the key's next candidate,
+//     never an endpoint already tried, at most [Config].MaxRetries times and
+//     never after [Config].RetryTimeout has passed since the first try.
+//     A 500 is passed on: it is the server's answer to this request.
+//   - Every connection error, timeout and 5xx is reported to the [Observer]
+//     (passive ejection, as Envoy's outlier detection counts consecutive
+//     5xx); a reused keep-alive connection the server had closed is resent
+//     by the Transport on a fresh one and counts for nothing.
+//   - [Config].UpstreamTimeout bounds the wait for response headers (504).
+//   - A stream the upstream cuts ends with an OpenAI-style error event
+//     (prefixring_stream_errors_total).
+//   - Expect is never forwarded: the router has the whole body, and
+//     net/http's server answers the client's 100 Continue when the router
+//     reads it.
 //
-// Clients see OpenAI-style errors ({"error":{"message","type","code"}}):
-// 400 for a body the key cannot be read from, 404 for an unknown route, 405
-// for a wrong method, 413 for a body over the limit, 503 when no endpoint is
-// healthy, 502 when upstreams failed on every try. No internal detail leaks.
+// The client side ([Server], [Public]): a per-read body timeout (408), an
+// idle keep-alive timeout, a cap on connections, a body buffer that grows
+// with what arrives (pooled, returned only when the handler and every
+// reader the Transport was given are done), paths with dot segments or
+// encoded separators refused before the route allowlist, and the errors
+// net/http writes itself (400, 431, 501, 505) rewritten to OpenAI's shape.
+//
+// Operators get [Admin]: /metrics, /debug/ring, /debug/pprof/ on request,
+// and the routes in [Ops].Extra, on their own listener; the public one
+// serves the API, /healthz and /readyz only. The endpoint set and its
+// health live in package upstream; the router reaches them through
+// [Targets] and [Observer].
+//
+// Clients see OpenAI-style errors ({"error":{"message","type","param",
+// "code"}}): 400 for a body the key cannot be read from or a refused path,
+// 404 for an unknown route, 405 for a wrong method, 408 for a stalled body,
+// 413 for a body over the limit, 503 when no endpoint is healthy, 502 when
+// upstreams failed on every try, 504 when one did not answer in time, and
+// an upstream's own error status in the same shape when its body was not
+// JSON. No internal detail leaks.
 package proxy

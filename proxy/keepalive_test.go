@@ -6,8 +6,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // closingUpstream answers the first request on each connection with
@@ -68,5 +71,50 @@ func TestStaleKeepAliveIsResentToTheSameEndpoint(t *testing.T) {
 		if !e.Healthy {
 			t.Fatalf("%s ejected for closing idle connections", e.ID)
 		}
+		if n := f.observed.failuresOf(e.ID); n != 0 {
+			t.Fatalf("%s: %d failures observed for closing idle connections", e.ID, n)
+		}
+	}
+}
+
+// TestUpstreamClosingIdleConnectionsIsNotAFailure: an upstream that closes
+// idle keep-alive connections sooner than the router's pool expects (here
+// after 20 ms, uvicorn after 5 s) costs nothing: every request succeeds on
+// its home endpoint and no failure is observed.
+func TestUpstreamClosingIdleConnectionsIsNotAFailure(t *testing.T) {
+	f := newFixture(t, 0)
+	var conns atomic.Int64
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			return
+		}
+		echoPrompt(w, r)
+	}))
+	up.Config.IdleTimeout = 20 * time.Millisecond
+	up.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	up.Start()
+	t.Cleanup(up.Close)
+	if err := f.endpoints.Set([]string{up.URL}); err != nil {
+		t.Fatal(err)
+	}
+	id := mustID(t, up.URL)
+	for i := range 6 {
+		resp := f.post(t, "/v1/completions", fmt.Sprintf(`{"model":"m","prompt":"turn %d"}`, i))
+		if body := readAll(t, resp.Body); resp.StatusCode != 200 || !strings.Contains(body, fmt.Sprintf("turn %d", i)) {
+			t.Fatalf("turn %d: %d %s", i, resp.StatusCode, body)
+		}
+		if i%2 == 1 {
+			time.Sleep(50 * time.Millisecond) // the upstream closes the idle connection
+		}
+	}
+	if n := f.observed.failuresOf(id); n != 0 {
+		t.Fatalf("%d failures observed for an upstream that only closed idle connections", n)
+	}
+	if conns.Load() < 2 {
+		t.Fatalf("%d upstream connections: the idle close never happened, the test proves nothing", conns.Load())
 	}
 }

@@ -16,6 +16,7 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 	ttfb     *prometheus.HistogramVec
 	retries  *prometheus.CounterVec
+	cuts     *prometheus.CounterVec
 }
 
 // LLM requests run from milliseconds (a cached short prompt) to minutes (a
@@ -41,6 +42,9 @@ func NewMetrics(reg prometheus.Registerer, status func() ([]ring.EndpointStatus,
 		}, []string{"endpoint"}),
 		retries: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "prefixring_retries_total", Help: "Requests retried on another endpoint, by the endpoint that failed.",
+		}, []string{"endpoint"}),
+		cuts: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "prefixring_stream_errors_total", Help: "Event streams the upstream cut before their end; the client got an error event.",
 		}, []string{"endpoint"}),
 	}
 	if status != nil {
@@ -69,6 +73,28 @@ func (m *Metrics) retried(endpoint string) {
 	if m != nil {
 		m.retries.WithLabelValues(endpoint).Inc()
 	}
+}
+
+func (m *Metrics) streamCut(endpoint string) {
+	if m != nil {
+		m.cuts.WithLabelValues(endpoint).Inc()
+	}
+}
+
+// ForgetEndpoint deletes every series of endpoint id, so an endpoint that
+// left the set stops being exported (and a fleet that churns through pod
+// IPs does not grow the metrics without bound). Wire it to the endpoint
+// set's change notifications.
+func (m *Metrics) ForgetEndpoint(id string) {
+	if m == nil {
+		return
+	}
+	l := prometheus.Labels{"endpoint": id}
+	m.requests.DeletePartialMatch(l)
+	m.duration.DeletePartialMatch(l)
+	m.ttfb.DeletePartialMatch(l)
+	m.retries.DeletePartialMatch(l)
+	m.cuts.DeletePartialMatch(l)
 }
 
 // statusCollector reports in-flight load and health per endpoint at scrape

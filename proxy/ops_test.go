@@ -2,9 +2,14 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/prefixring/prefixring/ring"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestMetricsAndDebugRing(t *testing.T) {
@@ -14,7 +19,7 @@ func TestMetricsAndDebugRing(t *testing.T) {
 	}
 	readAll(t, f.post(t, "/v1/completions", `{"model":"m","prompt":`).Body)
 
-	resp, err := f.srv.Client().Get(f.srv.URL + "/metrics")
+	resp, err := f.admin.Client().Get(f.admin.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +41,7 @@ func TestMetricsAndDebugRing(t *testing.T) {
 		t.Errorf("/metrics does not count 3 answered requests:\n%s", text)
 	}
 
-	resp, err = f.srv.Client().Get(f.srv.URL + "/debug/ring")
+	resp, err = f.admin.Client().Get(f.admin.URL + "/debug/ring")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,19 +70,135 @@ func TestMetricsAndDebugRing(t *testing.T) {
 
 func TestHealthzAndReadyz(t *testing.T) {
 	f := newFixture(t, 1)
-	get := func(path string) int {
-		resp, err := f.srv.Client().Get(f.srv.URL + path)
+	for _, base := range []string{f.srv.URL, f.admin.URL} {
+		get := func(path string) int {
+			resp, err := http.Get(base + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		f.balancer.SetHealthy(f.endpoints.IDs()[0], true)
+		f.draining.Store(false)
+		if get("/healthz") != http.StatusOK || get("/readyz") != http.StatusOK {
+			t.Fatal("healthz/readyz not OK with a healthy endpoint")
+		}
+		f.draining.Store(true)
+		if got := get("/readyz"); got != http.StatusServiceUnavailable {
+			t.Fatalf("readyz %d while draining", got)
+		}
+		f.draining.Store(false)
+		f.balancer.SetHealthy(f.endpoints.IDs()[0], false)
+		if got := get("/readyz"); got != http.StatusServiceUnavailable {
+			t.Fatalf("readyz %d with no healthy endpoint", got)
+		}
+	}
+}
+
+// TestOperatorRoutesOnlyOnTheAdminListener: the public listener serves the
+// API, /healthz and /readyz only. Before the fix /metrics and /debug/ring
+// answered 200 on the public port (notes/proxy.md).
+func TestOperatorRoutesOnlyOnTheAdminListener(t *testing.T) {
+	f := newFixture(t, 1)
+	for _, p := range []string{"/metrics", "/debug/ring", "/debug/pprof/", "/debug/pprof/heap", "/debug/cluster"} {
+		resp, err := f.srv.Client().Get(f.srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertAPIError(t, resp, 404, "invalid_request_error")
+	}
+	for p, want := range map[string]int{"/metrics": 200, "/debug/ring": 200, "/debug/pprof/": 404} {
+		resp, err := f.admin.Client().Get(f.admin.URL + p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		return resp.StatusCode
+		if resp.StatusCode != want {
+			t.Errorf("admin %s: %d, want %d", p, resp.StatusCode, want)
+		}
 	}
-	if get("/healthz") != http.StatusOK || get("/readyz") != http.StatusOK {
-		t.Fatal("healthz/readyz not OK with a healthy endpoint")
+}
+
+// TestPprofOnlyWhenAsked: the profiler is served on the admin listener
+// only with Pprof set, and never /debug/pprof/cmdline (the command line
+// may carry --gossip-key).
+func TestPprofOnlyWhenAsked(t *testing.T) {
+	admin := httptest.NewServer(Admin(Ops{Gatherer: prometheus.NewRegistry(), Status: func() ([]ring.EndpointStatus, int64) { return nil, 0 }, Pprof: true}))
+	defer admin.Close()
+	for p, want := range map[string]int{"/debug/pprof/": 200, "/debug/pprof/goroutine?debug=1": 200, "/debug/pprof/cmdline": 404} {
+		resp, err := admin.Client().Get(admin.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readAll(t, resp.Body)
+		if resp.StatusCode != want || strings.Contains(body, "-test.") {
+			t.Errorf("%s: %d, want %d", p, resp.StatusCode, want)
+		}
 	}
-	f.balancer.SetHealthy(f.endpoints.IDs()[0], false)
-	if got := get("/readyz"); got != http.StatusServiceUnavailable {
-		t.Fatalf("readyz %d with no healthy endpoint", got)
+}
+
+// TestRoutingHeadersNameTheEndpoint: X-Prefixring-Endpoint carries the
+// endpoint's name (host:port here), never its URL; RoutingHeaders off
+// removes both headers. Before the fix it carried the internal URL.
+func TestRoutingHeadersNameTheEndpoint(t *testing.T) {
+	f := newFixture(t, 1)
+	resp := f.post(t, "/v1/completions", `{"model":"m","prompt":"x"}`)
+	readAll(t, resp.Body)
+	if got, want := resp.Header.Get("X-Prefixring-Endpoint"), mustName(t, f.ups[0].URL); got != want || resp.Header.Get("X-Prefixring-Decision") != "home" {
+		t.Fatalf("X-Prefixring-Endpoint %q (want %q), decision %q", got, want, resp.Header.Get("X-Prefixring-Decision"))
 	}
+	f = newFixture(t, 1, func(c *Config) { c.RoutingHeaders = false })
+	resp = f.post(t, "/v1/completions", `{"model":"m","prompt":"x"}`)
+	readAll(t, resp.Body)
+	for h := range resp.Header {
+		if strings.HasPrefix(h, "X-Prefixring") {
+			t.Fatalf("routing header %s sent with RoutingHeaders off", h)
+		}
+	}
+}
+
+// TestForgetEndpointDeletesItsSeries: once an endpoint leaves, its series
+// are gone from /metrics and the other endpoints' remain.
+func TestForgetEndpointDeletesItsSeries(t *testing.T) {
+	f := newFixture(t, 2)
+	f.ups[0].setHandler(dyingStream(fmt.Sprintf(chunk, "a"), true))
+	readAll(t, f.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, "X-Session-ID", "s0").Body)
+	for i := range 20 {
+		readAll(t, f.post(t, "/v1/completions", fmt.Sprintf(`{"model":"m","prompt":"p%d"}`, i)).Body)
+	}
+	gone, kept := mustID(t, f.ups[0].URL), mustID(t, f.ups[1].URL)
+	count := func(id string) int {
+		mfs, err := f.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, mf := range mfs {
+			if !strings.HasPrefix(mf.GetName(), "prefixring_") || mf.GetName() == "prefixring_inflight_requests" || mf.GetName() == "prefixring_endpoint_healthy" {
+				continue // read from the balancer at scrape time
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "endpoint" && l.GetValue() == id {
+						n++
+					}
+				}
+			}
+		}
+		return n
+	}
+	if count(gone) < 4 || count(kept) < 3 {
+		t.Fatalf("series before: %d for %s, %d for %s", count(gone), gone, count(kept), kept)
+	}
+	before := count(kept)
+	f.router.metrics.ForgetEndpoint(gone)
+	if n := count(gone); n != 0 {
+		t.Fatalf("%d series left for the endpoint that left", n)
+	}
+	if count(kept) != before {
+		t.Fatal("forgetting one endpoint deleted another's series")
+	}
+	var m *Metrics
+	m.ForgetEndpoint(gone) // nil Metrics: no-op
 }

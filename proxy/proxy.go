@@ -1,16 +1,13 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -71,23 +68,6 @@ type Deps struct {
 	Transport http.RoundTripper
 }
 
-// NewTransport returns the one Transport all upstream requests share:
-// keep-alive pools sized for many concurrent streams, no compression (the
-// client's Accept-Encoding passes through), no response header timeout (a
-// long prompt's prefill legitimately takes seconds).
-func NewTransport(cfg Config) *http.Transport {
-	return &http.Transport{
-		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          0,
-		MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerHost,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   cfg.DialTimeout,
-		ExpectContinueTimeout: 0,
-		DisableCompression:    true,
-	}
-}
-
 // NewRouter returns the request path.
 func NewRouter(cfg Config, d Deps) (*Router, error) {
 	if err := cfg.Validate(); err != nil {
@@ -100,7 +80,7 @@ func NewRouter(cfg Config, d Deps) (*Router, error) {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
 	if d.Transport == nil {
-		d.Transport = newH1Transport(cfg, NewTransport(cfg))
+		d.Transport = NewTransport(cfg)
 	}
 	rt := &Router{cfg: cfg, picker: d.Picker, keyer: d.Keyer, targets: d.Targets,
 		observer: d.Observer, metrics: d.Metrics, log: d.Log}
@@ -109,7 +89,7 @@ func NewRouter(cfg Config, d Deps) (*Router, error) {
 		Transport:      &retrying{rt: rt, base: d.Transport},
 		ModifyResponse: rt.modifyResponse,
 		ErrorHandler:   rt.errorHandler,
-		BufferPool:     bufferPool{},
+		BufferPool:     copyBuffers{},
 		ErrorLog:       slog.NewLogLogger(d.Log.Handler(), slog.LevelDebug),
 	}
 	return rt, nil
@@ -118,26 +98,35 @@ func NewRouter(cfg Config, d Deps) (*Router, error) {
 // exchange is one client request's state, shared by the handler, the
 // rewrite, the retrying transport and the response hooks.
 type exchange struct {
-	body   []byte
+	body   *body
 	path   string // the client's path and query, sent to every try
 	query  string
 	req    ring.Request
 	lease  ring.Lease // the current try's
 	tried  []string
 	status int
+	start  time.Time // of the first try: the retry budget's origin
 }
 
 type exchangeKey struct{}
 
 // ServeHTTP routes one client request.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !cleanPath(r.URL) {
+		rt.refuse(w, r, errBadPath)
+		return
+	}
 	route, ok := routeOf(r.URL.Path)
 	if !ok {
-		rt.reject(w, errNotFound)
+		rt.refuse(w, r, errNotFound)
 		return
 	}
 	if route != prefix.RouteOther && r.Method != http.MethodPost {
-		rt.reject(w, errMethod("POST"))
+		rt.refuse(w, r, errMethod("POST"))
+		return
+	}
+	if r.ContentLength > rt.cfg.MaxBodyBytes {
+		rt.refuse(w, r, errTooLarge)
 		return
 	}
 	body, apiErr := rt.readBody(w, r)
@@ -145,8 +134,9 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.reject(w, apiErr)
 		return
 	}
+	defer body.release()
 	x := &exchange{body: body, path: r.URL.Path, query: r.URL.RawQuery}
-	if x.req, apiErr = rt.requestOf(r, route, body); apiErr != nil {
+	if x.req, apiErr = rt.requestOf(r, route, body.bytes()); apiErr != nil {
 		rt.reject(w, apiErr)
 		return
 	}
@@ -159,44 +149,26 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.lease.Release()
 		rt.metrics.request(x.lease.Endpoint, x.status, x.lease.Decision.String())
 	}()
+	x.start = time.Now()
 	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x))
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
+	// ReverseProxy only checks that there is a body; rewrite hands the
+	// Transport its own reader of the buffered one.
+	r.Body, r.ContentLength = http.NoBody, int64(len(body.bytes()))
+	if r.ContentLength > 0 {
+		r.Body = noBody{}
+	}
 	rt.proxy.ServeHTTP(w, r)
 }
+
+// noBody stands for the client's body, already read.
+type noBody struct{}
+
+func (noBody) Read([]byte) (int, error) { return 0, errBodyClosed }
+func (noBody) Close() error             { return nil }
 
 func (rt *Router) reject(w http.ResponseWriter, e *apiError) {
 	rt.metrics.request("", e.status, "none")
 	writeError(w, e)
-}
-
-// readBody reads the whole body once, within the limit. With a known
-// Content-Length it reads into a slice of exactly that size: growing a
-// buffer as it fills would copy a long prompt several times.
-func (rt *Router) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
-	if r.ContentLength > rt.cfg.MaxBodyBytes {
-		return nil, errTooLarge
-	}
-	body := http.MaxBytesReader(w, r.Body, rt.cfg.MaxBodyBytes)
-	var (
-		buf []byte
-		err error
-	)
-	if n := r.ContentLength; n >= 0 {
-		// net/http's server never reads past Content-Length.
-		buf = make([]byte, n)
-		_, err = io.ReadFull(body, buf)
-	} else {
-		buf, err = io.ReadAll(body)
-	}
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		return nil, errTooLarge
-	case err != nil:
-		return nil, errReadBody
-	}
-	return buf, nil
 }
 
 // requestOf derives the ring request: the session header's key, else the
@@ -220,36 +192,38 @@ func (rt *Router) requestOf(r *http.Request, route prefix.Route, body []byte) (r
 	return ring.Request{Key: key, Keyed: true}, nil
 }
 
-// nonV1Routes are the inference servers' routes outside /v1 that the
-// router proxies too (vLLM's and SGLang's).
-var nonV1Routes = map[string]bool{
-	"/tokenize": true, "/detokenize": true, "/pooling": true, "/classify": true,
-	"/score": true, "/rerank": true, "/v2/rerank": true, "/generate": true,
-}
-
-func routeOf(path string) (prefix.Route, bool) {
-	if strings.HasPrefix(path, "/v1/") || nonV1Routes[path] {
-		return prefix.RouteOf(path), true
-	}
-	return 0, false
-}
-
 func exchangeOf(r *http.Request) *exchange { return r.Context().Value(exchangeKey{}).(*exchange) }
 
-// rewrite points the outgoing request at the leased endpoint.
+// rewrite prepares the first try's request.
 func (rt *Router) rewrite(pr *httputil.ProxyRequest) {
-	x := exchangeOf(pr.In)
-	pr.Out.URL = rt.target(x.lease.Endpoint, x)
-	pr.Out.Host = ""
-	if pr.Out.Body != nil {
-		// ReverseProxy wraps the body in a type net/http cannot see
-		// through; a bytes.Reader lets it send headers and body in one
-		// write.
-		pr.Out.Body = io.NopCloser(bytes.NewReader(x.body))
-	}
-	replayable(pr.Out, x.body)
 	pr.SetXForwarded()
-	pr.Out.Header.Del(rt.cfg.SessionHeader)
+	if h := rt.cfg.SessionHeader; h != "" {
+		pr.Out.Header.Del(h)
+	}
+	// The router read the body (net/http's server answered the client's
+	// 100 Continue then); the upstream gets the whole request at once.
+	pr.Out.Header.Del("Expect")
+	rt.outgoing(pr.Out, exchangeOf(pr.In))
+}
+
+// outgoing points out at the exchange's leased endpoint with a fresh
+// reader of the body, and returns it. It lets the shared Transport resend
+// the request on a fresh connection to the same endpoint when a reused
+// keep-alive connection turns out closed (uvicorn, under vLLM, drops idle
+// connections after 5 s: a request can meet that close in flight): GetBody
+// plus the nil-valued X-Idempotency-Key, which marks the request
+// replayable to the Transport and is not sent on the wire. Inference
+// requests have no side effects beyond compute, the same reason failed
+// tries are retried elsewhere.
+func (rt *Router) outgoing(out *http.Request, x *exchange) *http.Request {
+	out.URL = rt.target(x.lease.Endpoint, x)
+	out.Host = ""
+	if out.ContentLength > 0 {
+		out.Body = x.body.reader()
+		out.GetBody = x.body.getBody
+	}
+	out.Header["X-Idempotency-Key"] = nil
+	return out
 }
 
 // target is the upstream URL of the exchange on endpoint id. An endpoint
@@ -263,25 +237,24 @@ func (rt *Router) target(id string, x *exchange) *url.URL {
 	return &url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path + x.path, RawQuery: x.query}
 }
 
-// replayable lets the shared Transport resend a request on a fresh
-// connection to the same endpoint when a reused keep-alive connection turns
-// out to be closed (uvicorn, under vLLM, drops idle connections after 5 s:
-// a request can meet that close in flight). Without it the failure would
-// reach the retry loop, move the request off its home and count against the
-// endpoint's health. The nil-valued X-Idempotency-Key marks the request
-// replayable to the Transport and is not sent on the wire: inference
-// requests have no side effects beyond compute, the same reason failures
-// before response headers are retried elsewhere.
-func replayable(out *http.Request, body []byte) {
-	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	out.Header["X-Idempotency-Key"] = nil
-}
-
 func (rt *Router) modifyResponse(resp *http.Response) error {
 	x := exchangeOf(resp.Request)
 	x.status = resp.StatusCode
-	resp.Header.Set("X-Prefixring-Endpoint", x.lease.Endpoint)
-	resp.Header.Set("X-Prefixring-Decision", x.lease.Decision.String())
+	if rt.cfg.RoutingHeaders {
+		if name := rt.targets.Name(x.lease.Endpoint); name != "" {
+			resp.Header.Set("X-Prefixring-Endpoint", name)
+		}
+		resp.Header.Set("X-Prefixring-Decision", x.lease.Decision.String())
+	}
+	if isEventStream(resp.Header) {
+		id := x.lease.Endpoint
+		resp.Body = &sseBody{ReadCloser: resp.Body, ctx: resp.Request.Context(), onCut: func(err error) {
+			rt.metrics.streamCut(id)
+			rt.log.Warn("upstream cut a stream", "endpoint", id, "err", err)
+		}}
+		return nil
+	}
+	normalizeError(resp)
 	return nil
 }
 
@@ -291,14 +264,32 @@ func (rt *Router) errorHandler(w http.ResponseWriter, r *http.Request, err error
 		x.status = 499 // the client went away; nobody reads an answer
 		return
 	}
+	e := errUpstream
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		e = errUpstreamTimeout
+	}
 	rt.log.Warn("upstream failed", "endpoint", x.lease.Endpoint, "tried", x.tried, "err", err)
-	x.status = errUpstream.status
-	writeError(w, errUpstream)
+	x.status = e.status
+	writeError(w, e)
 }
 
-type bufferPool struct{}
+func (rt *Router) observeSuccess(id string) {
+	if rt.observer != nil {
+		rt.observer.ObserveSuccess(id)
+	}
+}
 
-var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+func (rt *Router) observeFailure(id string, err error) {
+	if rt.observer != nil {
+		rt.observer.ObserveFailure(id, err)
+	}
+}
 
-func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
-func (bufferPool) Put(b []byte) { buffers.Put(&b) }
+// copyBuffers pools ReverseProxy's response copy buffers.
+type copyBuffers struct{}
+
+var copyPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (copyBuffers) Get() []byte  { return *copyPool.Get().(*[]byte) }
+func (copyBuffers) Put(b []byte) { copyPool.Put(&b) }

@@ -3,149 +3,14 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/prefixring/prefixring/prefix"
-	"github.com/prefixring/prefixring/ring"
-	"github.com/prefixring/prefixring/upstream"
-	"github.com/prometheus/client_golang/prometheus"
 )
-
-// fakeServer is a fake inference server on 127.0.0.1 that records what it
-// served. Its handler can be swapped per test.
-type fakeServer struct {
-	*httptest.Server
-	name   string
-	served atomic.Int64
-	open   atomic.Int64 // connections open now
-	handle atomic.Pointer[http.HandlerFunc]
-}
-
-func newUpstream(t *testing.T, name string) *fakeServer {
-	u := &fakeServer{name: name}
-	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/health" {
-			return
-		}
-		u.served.Add(1)
-		if h := u.handle.Load(); h != nil {
-			(*h)(w, r)
-			return
-		}
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"cmpl-1","object":"chat.completion","model":"m","served_by":%q,"path":%q}`, name, r.URL.Path)
-	}))
-	u.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		switch st {
-		case http.StateNew:
-			u.open.Add(1)
-		case http.StateClosed, http.StateHijacked:
-			u.open.Add(-1)
-		}
-	}
-	u.Start()
-	t.Cleanup(u.Close)
-	return u
-}
-
-func (u *fakeServer) setHandler(h http.HandlerFunc) { u.handle.Store(&h) }
-
-// fixture is a router in front of upstreams, served on 127.0.0.1.
-type fixture struct {
-	srv       *httptest.Server
-	balancer  *ring.Balancer
-	endpoints *upstream.Endpoints
-	health    *upstream.Health
-	ups       []*fakeServer
-	reg       *prometheus.Registry
-	router    *Router
-}
-
-func newFixture(t *testing.T, n int, tweak ...func(*Config)) *fixture {
-	t.Helper()
-	f := &fixture{reg: prometheus.NewRegistry()}
-	bal, err := ring.NewBalancer(ring.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.balancer = bal
-	m := NewMetrics(f.reg, bal.Status)
-	log := slog.New(slog.DiscardHandler)
-	if f.health, err = upstream.NewHealth(upstream.DefaultHealthConfig(), bal, nil, nil, log); err != nil {
-		t.Fatal(err)
-	}
-	f.endpoints = upstream.NewEndpoints(func(ids []string) { _ = bal.SetEndpoints(ids) },
-		func(ids []string) { f.health.SetTargets(f.endpoints, ids) })
-	var urls []string
-	for i := range n {
-		u := newUpstream(t, fmt.Sprintf("up%d", i))
-		f.ups = append(f.ups, u)
-		urls = append(urls, u.URL)
-	}
-	if err := f.endpoints.Set(urls); err != nil {
-		t.Fatal(err)
-	}
-	keyer, err := prefix.New(prefix.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	for _, fn := range tweak {
-		fn(&cfg)
-	}
-	rt, err := NewRouter(cfg, Deps{Picker: bal, Keyer: keyer, Targets: f.endpoints, Observer: f.health, Metrics: m, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.router = rt
-	f.srv = httptest.NewServer(Mux(rt, Ops{Gatherer: f.reg, Status: bal.Status, LoadFactor: 1.25}))
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-func chatBody(system, user string) string {
-	b, _ := json.Marshal(map[string]any{
-		"model": "llama", "max_tokens": 16,
-		"messages": []map[string]string{{"role": "system", "content": system}, {"role": "user", "content": user}},
-	})
-	return string(b)
-}
-
-func (f *fixture) post(t *testing.T, path, body string, hdr ...string) *http.Response {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := f.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
-}
-
-func readAll(t *testing.T, r io.Reader) string {
-	t.Helper()
-	b, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
 
 func TestSamePrefixSameEndpoint(t *testing.T) {
 	f := newFixture(t, 4)
@@ -342,14 +207,6 @@ func TestDeadUpstreamIsRetriedOnNextCandidate(t *testing.T) {
 	}
 }
 
-func mustID(t *testing.T, raw string) string {
-	_, id, err := upstream.ParseEndpoint(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
-
 func TestAllUpstreamsDownIs502(t *testing.T) {
 	f := newFixture(t, 2, func(c *Config) { c.MaxRetries = 5 })
 	for _, u := range f.ups {
@@ -401,32 +258,6 @@ func TestBadRequestsGetOpenAIErrors(t *testing.T) {
 	}
 	if n := f.ups[0].served.Load(); n != 0 {
 		t.Fatalf("upstream served %d bad requests", n)
-	}
-}
-
-func assertAPIError(t *testing.T, resp *http.Response, status int, kind string) {
-	t.Helper()
-	var e struct {
-		Error struct {
-			Message string  `json:"message"`
-			Type    string  `json:"type"`
-			Code    *string `json:"code"`
-		} `json:"error"`
-	}
-	body := readAll(t, resp.Body)
-	if resp.StatusCode != status {
-		t.Fatalf("status %d, want %d: %s", resp.StatusCode, status, body)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-		t.Fatalf("content type %q", ct)
-	}
-	if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error.Message == "" || e.Error.Type != kind || e.Error.Code == nil {
-		t.Fatalf("body %s is not an OpenAI error of type %s (%v)", body, kind, err)
-	}
-	for _, leak := range []string{"127.0.0.1", "dial", "goroutine", "panic"} {
-		if strings.Contains(body, leak) {
-			t.Fatalf("error body leaks %q: %s", leak, body)
-		}
 	}
 }
 

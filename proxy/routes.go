@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,35 +21,46 @@ type Ops struct {
 	// Draining makes /readyz fail, so load balancers stop sending new
 	// requests while in-flight ones finish.
 	Draining func() bool
-	// Extra routes, such as /debug/cluster.
+	// Extra are more admin routes, such as /debug/cluster.
 	Extra map[string]http.Handler
+	// Pprof adds Go's profiler under /debug/pprof/ to the admin routes.
+	Pprof bool
 }
 
-// Mux returns the handler of a replica: the ops routes, and the router for
-// everything else.
-func Mux(rt http.Handler, ops Ops) http.Handler {
+// Public returns the handler of the public listener: /healthz, /readyz and
+// the router, nothing else. It dispatches on the exact path itself rather
+// than through http.ServeMux, whose path cleaning answers 301/307
+// redirects in plain text before the router could refuse the path.
+func Public(rt http.Handler, ops Ops) http.Handler {
+	healthz, readyz := healthz(), readyz(ops)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var h http.Handler
+		switch r.URL.Path {
+		case "/healthz":
+			h = healthz
+		case "/readyz":
+			h = readyz
+		default:
+			rt.ServeHTTP(w, r)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			writeError(w, errMethod("GET"))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Admin returns the handler of the admin listener, for operators and
+// Prometheus: /metrics, /debug/ring, the Extra routes, /debug/pprof/ when
+// Pprof is set, and /healthz and /readyz again (for probes that use the
+// admin port).
+func Admin(ops Ops) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(ops.Gatherer, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		st, _ := ops.Status()
-		healthy := 0
-		for _, e := range st {
-			if e.Healthy {
-				healthy++
-			}
-		}
-		switch {
-		case ops.Draining != nil && ops.Draining():
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "draining"})
-		case healthy == 0:
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "no healthy endpoint", "endpoints": len(st)})
-		default:
-			writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "healthy_endpoints": healthy, "endpoints": len(st)})
-		}
-	})
+	mux.Handle("GET /healthz", healthz())
+	mux.Handle("GET /readyz", readyz(ops))
 	mux.HandleFunc("GET /debug/ring", func(w http.ResponseWriter, _ *http.Request) {
 		st, bound := ops.Status()
 		if st == nil {
@@ -56,11 +68,45 @@ func Mux(rt http.Handler, ops Ops) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"load_factor": ops.LoadFactor, "bound": bound, "endpoints": st})
 	})
+	if ops.Pprof {
+		// No /debug/pprof/cmdline: the command line may carry
+		// --gossip-key.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	for path, h := range ops.Extra {
 		mux.Handle(path, h)
 	}
-	mux.Handle("/", rt)
 	return mux
+}
+
+func healthz() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+}
+
+func readyz(ops Ops) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if ops.Draining != nil && ops.Draining() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "draining"})
+			return
+		}
+		st, _ := ops.Status()
+		healthy := 0
+		for _, e := range st {
+			if e.Healthy {
+				healthy++
+			}
+		}
+		if healthy == 0 {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "no healthy endpoint", "endpoints": len(st)})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "healthy_endpoints": healthy, "endpoints": len(st)})
+	})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

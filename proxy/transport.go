@@ -1,114 +1,144 @@
 package proxy
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 )
 
-// retrying sends a request to the leased endpoint and, when it fails before
-// any response arrives (connection refused, reset, timeout), to the key's
-// next candidate, never the same endpoint twice, up to MaxRetries times.
-// Once a response has started, nothing is retried.
+// upstreamIdleTimeout closes pooled upstream connections idle this long.
+// It sits below uvicorn's 5 s keep-alive timeout (vLLM and SGLang serve
+// through uvicorn), so the router seldom reuses a connection just as the
+// server drops it, and connections to endpoints that left are reaped within
+// seconds.
+const upstreamIdleTimeout = 4 * time.Second
+
+// NewTransport returns the one Transport all upstream requests share:
+// keep-alive pools sized for many concurrent streams, idle connections
+// closed before the server closes them, a response-header timeout, no
+// compression (the client's Accept-Encoding passes through).
+func NewTransport(cfg Config) *http.Transport {
+	return &http.Transport{
+		Proxy:                  nil,
+		DialContext:            (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:           0,
+		MaxIdleConnsPerHost:    cfg.MaxIdleConnsPerHost,
+		IdleConnTimeout:        upstreamIdleTimeout,
+		ResponseHeaderTimeout:  cfg.UpstreamTimeout,
+		TLSHandshakeTimeout:    cfg.DialTimeout,
+		ExpectContinueTimeout:  0,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: 1 << 20,
+	}
+}
+
+// retrying sends a request to the leased endpoint and, when the try fails
+// before any byte reached the client, to the key's next candidate, never
+// an endpoint already tried: at most MaxRetries more tries, none started
+// after RetryTimeout. A try fails on a connection error, a timeout, or a
+// gateway error (502, 503, 504: the endpoint or a proxy in front of it
+// could not serve); a 500 is the server's answer to this request and is
+// passed on (see retryable).
 type retrying struct {
 	rt   *Router
 	base http.RoundTripper
 }
 
-var errEndpointGone = errors.New("endpoint left the set")
+var (
+	errEndpointGone = errors.New("endpoint left the set")
+	errNoCandidate  = errors.New("no endpoint left to try")
+)
 
 func (t *retrying) RoundTrip(out *http.Request) (*http.Response, error) {
 	x := exchangeOf(out)
+	cfg := t.rt.cfg
 	for try := 0; ; try++ {
 		resp, err := t.send(out, x)
-		if err == nil {
-			return resp, nil
-		}
-		if out.Context().Err() != nil {
-			return nil, err
+		if !retryable(resp, err) || out.Context().Err() != nil {
+			return resp, err
 		}
 		failed := x.lease.Endpoint
-		t.rt.metrics.retried(failed)
 		x.tried = append(x.tried, failed)
-		if try >= t.rt.cfg.MaxRetries {
-			return nil, err
+		if try >= cfg.MaxRetries || time.Since(x.start) >= cfg.RetryTimeout {
+			return resp, err
 		}
-		x.lease.Release()
 		req := x.req
 		req.Exclude = x.tried
 		next, perr := t.rt.picker.Acquire(req)
 		if perr != nil {
-			return nil, fmt.Errorf("%w (no endpoint left to retry: %v)", err, perr)
+			if resp != nil {
+				return resp, nil
+			}
+			return nil, fmt.Errorf("%w (%w: %v)", err, errNoCandidate, perr)
 		}
+		t.rt.metrics.retried(failed)
+		discard(resp)
+		x.lease.Release()
 		x.lease = next
-		out = out.Clone(out.Context())
-		out.URL = t.rt.target(next.Endpoint, x)
-		out.Host = ""
-		out.Body = io.NopCloser(bytes.NewReader(x.body))
-		replayable(out, x.body)
-		t.rt.log.Debug("retrying on next candidate", "failed", failed, "next", next.Endpoint, "err", err)
+		out = t.rt.outgoing(out.Clone(out.Context()), x)
+		t.rt.log.Debug("retrying on next candidate", "failed", failed, "next", next.Endpoint, "status", statusOf(resp), "err", err)
 	}
 }
 
-// send makes one try and reports its outcome to the health checker.
+// retryable reports whether a try's outcome may be retried elsewhere.
+func retryable(resp *http.Response, err error) bool {
+	if err != nil {
+		return true
+	}
+	switch resp.StatusCode {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// discard drains a little of a failed response, so its connection can be
+// reused, and closes it.
+func discard(resp *http.Response) {
+	if resp != nil {
+		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+		resp.Body.Close()
+	}
+}
+
+func statusOf(resp *http.Response) int {
+	if resp == nil {
+		return 0
+	}
+	return resp.StatusCode
+}
+
+// send makes one try and reports its outcome to the health checker: a
+// connection error, a timeout or any 5xx counts against the endpoint (as
+// Envoy's outlier detection counts consecutive 5xx); a resend on a fresh
+// connection inside the Transport (a reused keep-alive connection the
+// server had closed) never reaches here.
 func (t *retrying) send(out *http.Request, x *exchange) (*http.Response, error) {
 	id := x.lease.Endpoint
 	if out.URL.Host == "" {
+		if out.Body != nil {
+			out.Body.Close() // RoundTrip's contract: the body is always closed
+		}
 		return nil, errEndpointGone
 	}
 	start := time.Now()
 	resp, err := t.base.RoundTrip(out)
+	switch {
+	case out.Context().Err() != nil:
+		// The client left: not the endpoint's fault.
+	case err != nil:
+		t.rt.observeFailure(id, err)
+	case resp.StatusCode >= 500:
+		t.rt.observeFailure(id, fmt.Errorf("status %d", resp.StatusCode))
+	default:
+		t.rt.observeSuccess(id)
+	}
 	if err != nil {
-		if t.rt.observer != nil {
-			t.rt.observer.ObserveFailure(id, err)
-		}
 		return nil, err
 	}
-	if t.rt.observer != nil {
-		switch resp.StatusCode {
-		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-			t.rt.observer.ObserveFailure(id, fmt.Errorf("status %d", resp.StatusCode))
-		default:
-			t.rt.observer.ObserveSuccess(id)
-		}
-	}
-	resp.Body = &timedBody{ReadCloser: resp.Body, start: start, endpoint: id, m: t.rt.metrics}
+	resp.Body = &timedBody{ReadCloser: resp.Body, start: start, endpoint: id, rt: t.rt, ctx: out.Context()}
 	return resp, nil
-}
-
-// timedBody records time to first byte and total upstream time.
-type timedBody struct {
-	io.ReadCloser
-	start    time.Time
-	first    time.Duration
-	sawBody  bool
-	done     bool
-	endpoint string
-	m        *Metrics
-}
-
-func (b *timedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if n > 0 && !b.sawBody {
-		b.sawBody, b.first = true, time.Since(b.start)
-	}
-	if err != nil {
-		b.finish()
-	}
-	return n, err
-}
-
-func (b *timedBody) Close() error {
-	b.finish()
-	return b.ReadCloser.Close()
-}
-
-func (b *timedBody) finish() {
-	if !b.done {
-		b.done = true
-		b.m.upstream(b.endpoint, b.first, time.Since(b.start), b.sawBody)
-	}
 }

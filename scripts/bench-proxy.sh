@@ -8,7 +8,10 @@
 # Knobs (environment): SIZES="2048 65536" body bytes; CONNS=64 THREADS=2
 # DURATION=15s for the throughput runs; LAT_CONNS=1 LAT_DURATION=8s for the
 # latency runs; HASH_BYTES=2048 body bytes HAProxy hashes; PIN=1 pins wrk to
-# CPU 0 and every server to CPU 1 (PIN=0: no pinning); BASE_PORT=19100.
+# CPU 0 and every server to CPU 1 (PIN=0: no pinning); BASE_PORT=19100;
+# BIN=bin/prefixring the router measured; BASELINE_BIN, when set, a second
+# prefixring binary (an older build) measured in the same session as the
+# target "baseline", for a before/after in one run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +26,7 @@ HASH_BYTES=${HASH_BYTES:-2048}
 PIN=${PIN:-1}
 BASE_PORT=${BASE_PORT:-19100}
 BIN=${BIN:-bin/prefixring}
+BASELINE_BIN=${BASELINE_BIN:-}
 UPSTREAMS=4
 
 UP_PORTS=()
@@ -30,6 +34,9 @@ for i in $(seq 1 "$UPSTREAMS"); do UP_PORTS+=($((BASE_PORT + i))); done
 PR_PORT=$((BASE_PORT + 80))
 HA_PORT=$((BASE_PORT + 81))
 HA_STATS_PORT=$((BASE_PORT + 82))
+PR_ADMIN_PORT=$((BASE_PORT + 83))
+BL_PORT=$((BASE_PORT + 84))
+BL_ADMIN_PORT=$((BASE_PORT + 85))
 LUA=scripts/benchproxy/chat.lua
 
 log() { printf '== %s\n' "$*" >&2; }
@@ -43,7 +50,8 @@ if ! command -v haproxy >/dev/null || ! command -v wrk >/dev/null; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy wrk >/dev/null
 fi
 [ -x "$BIN" ] || die "$BIN not built; run make build (or make bench-proxy)"
-for p in "${UP_PORTS[@]}" "$PR_PORT" "$HA_PORT" "$HA_STATS_PORT"; do
+[ -z "$BASELINE_BIN" ] || [ -x "$BASELINE_BIN" ] || die "BASELINE_BIN $BASELINE_BIN is not executable"
+for p in "${UP_PORTS[@]}" "$PR_PORT" "$HA_PORT" "$HA_STATS_PORT" "$PR_ADMIN_PORT" "$BL_PORT" "$BL_ADMIN_PORT"; do
 	if ss -ltnH "sport = :$p" | grep -q .; then die "port $p is in use; set BASE_PORT"; fi
 done
 
@@ -79,11 +87,31 @@ up_addrs=$(printf '127.0.0.1:%s,' "${UP_PORTS[@]}")
 "${SERVER[@]}" "$TMP/upstream" -listen "${up_addrs%,}" 2>"$TMP/upstream.log" &
 PIDS+=($!)
 endpoints=$(printf 'http://127.0.0.1:%s,' "${UP_PORTS[@]}")
-"${SERVER[@]}" "$BIN" serve --listen "127.0.0.1:$PR_PORT" --endpoints "${endpoints%,}" \
-	--log-level warn 2>"$TMP/prefixring.log" &
-PIDS+=($!)
+# start_router bin port admin_port: /metrics is served on the admin
+# listener, or on the API port by builds older than --admin-listen; sets
+# METRICS to the URL it is scraped from.
+start_router() {
+	local admin=()
+	METRICS="http://127.0.0.1:$2/metrics"
+	local help
+	help=$("$1" serve --help 2>&1 || true)
+	if grep -q -- --admin-listen <<<"$help"; then
+		admin=(--admin-listen "127.0.0.1:$3")
+		METRICS="http://127.0.0.1:$3/metrics"
+	fi
+	"${SERVER[@]}" "$1" serve --listen "127.0.0.1:$2" "${admin[@]}" --endpoints "${endpoints%,}" \
+		--log-level warn >/dev/null 2>"$TMP/router-$2.log" &
+	PIDS+=($!)
+}
 wait_http "http://127.0.0.1:${UP_PORTS[0]}/health"
+start_router "$BIN" "$PR_PORT" "$PR_ADMIN_PORT"
+PR_METRICS=$METRICS
 wait_http "http://127.0.0.1:$PR_PORT/readyz"
+if [ -n "$BASELINE_BIN" ]; then
+	start_router "$BASELINE_BIN" "$BL_PORT" "$BL_ADMIN_PORT"
+	BL_METRICS=$METRICS
+	wait_http "http://127.0.0.1:$BL_PORT/readyz"
+fi
 
 # start_haproxy bufsize: (re)starts HAProxy with the issue's balancing and
 # a buffer big enough that http-buffer-request holds the whole body.
@@ -114,11 +142,18 @@ run_wrk() {
 }
 
 # spread: requests per upstream as each proxy counted them.
-spread() {
-	printf '   prefixring:'
-	curl -fsS "http://127.0.0.1:$PR_PORT/metrics" |
+router_spread() {
+	curl -fsS "$1" |
 		awk '/^prefixring_requests_total/ { match($0, /127\.0\.0\.1:[0-9]+/); n[substr($0, RSTART + 10, RLENGTH - 10)] += $NF }
 			END { for (p in n) printf " %s=%d", p, n[p] }'
+}
+spread() {
+	printf '   prefixring:'
+	router_spread "$PR_METRICS"
+	if [ -n "$BASELINE_BIN" ]; then
+		printf '\n   baseline:  '
+		router_spread "$BL_METRICS"
+	fi
 	printf '\n   haproxy:   '
 	curl -fsS "http://127.0.0.1:$HA_STATS_PORT/stats;csv" |
 		awk -F, '$1 == "be" && $2 ~ /^u/ { printf " %s=%s", $2, $8 }'
@@ -133,6 +168,7 @@ cpu_ticks() {
 	case $1 in
 	direct) pid=${PIDS[0]} ;;
 	prefixring) pid=${PIDS[1]} ;;
+	baseline) pid=${PIDS[2]} ;;
 	haproxy) pid=$HA_PID ;;
 	esac
 	awk '{ print $14 + $15 }' "/proc/$pid/stat"
@@ -140,10 +176,12 @@ cpu_ticks() {
 
 declare -A R
 TARGETS="direct prefixring haproxy"
+[ -z "$BASELINE_BIN" ] || TARGETS="direct baseline prefixring haproxy"
 url_of() {
 	case $1 in
 	direct) echo "http://127.0.0.1:${UP_PORTS[0]}" ;;
 	prefixring) echo "http://127.0.0.1:$PR_PORT" ;;
+	baseline) echo "http://127.0.0.1:$BL_PORT" ;;
 	haproxy) echo "http://127.0.0.1:$HA_PORT" ;;
 	esac
 }
@@ -202,4 +240,11 @@ for size in $SIZES; do
 		-v cp="${R[$size,prefixring,cpu]}" -v ch="${R[$size,haproxy,cpu]}" 'BEGIN {
 		printf "%-5s prefixring/haproxy req/s = %.2f (goal >= 1); prefixring/direct = %.2f, haproxy/direct = %.2f\n", s, p / h, p / d, h / d
 		printf "%-5s added p50: prefixring %d µs (goal <= 200), haproxy %d µs; proxy CPU per request: prefixring/haproxy = %.2f\n", s, ap, ah, cp / ch }'
+	if [ -n "$BASELINE_BIN" ]; then
+		read -r brps _ <<<"${R[$size,baseline,tput]}"
+		read -r _ bl _ <<<"${R[$size,baseline,lat]}"
+		awk -v s="$((size / 1024))KB" -v p="$prps" -v b="$brps" -v ap="$((p - d))" -v ab="$((bl - d))" \
+			-v cp="${R[$size,prefixring,cpu]}" -v cb="${R[$size,baseline,cpu]}" 'BEGIN {
+			printf "%-5s prefixring/baseline: req/s = %.2f, CPU per request = %.2f; added p50 %d µs vs %d µs\n", s, p / b, cp / cb, ap, ab }'
+	fi
 done

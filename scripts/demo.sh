@@ -16,9 +16,9 @@ trap cleanup EXIT
 $BIN sim --count 4 --base-port 18100 --log-level warn & pids+=($!)
 $BIN sim --count 4 --base-port 18200 --log-level warn & pids+=($!)
 eps=http://127.0.0.1:18100,http://127.0.0.1:18101,http://127.0.0.1:18102,http://127.0.0.1:18103
-$BIN serve --listen 127.0.0.1:18080 --endpoints "$eps" --log-level warn \
+$BIN serve --listen 127.0.0.1:18080 --admin-listen 127.0.0.1:18082 --endpoints "$eps" --log-level warn \
   --node-name router-a --gossip-bind 127.0.0.1:18090 & pids+=($!)
-$BIN serve --listen 127.0.0.1:18081 --endpoints "$eps" --log-level warn \
+$BIN serve --listen 127.0.0.1:18081 --admin-listen 127.0.0.1:18083 --endpoints "$eps" --log-level warn \
   --node-name router-b --gossip-bind 127.0.0.1:18091 --join 127.0.0.1:18090 & pids+=($!)
 
 for port in 18080 18081; do
@@ -32,5 +32,5 @@ go run ./scripts/demo \
   -router http://127.0.0.1:18080,http://127.0.0.1:18081 \
   -direct http://127.0.0.1:18200,http://127.0.0.1:18201,http://127.0.0.1:18202,http://127.0.0.1:18203
 echo
-echo "The gossip cluster as router-b sees it (GET /debug/cluster):"
-curl -fsS http://127.0.0.1:18081/debug/cluster
+echo "The gossip cluster as router-b sees it (GET /debug/cluster on its admin listener):"
+curl -fsS http://127.0.0.1:18083/debug/cluster

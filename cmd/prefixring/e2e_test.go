@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -223,40 +224,116 @@ func TestServeEndToEnd(t *testing.T) {
 		}
 	})
 
-	t.Run("SIGTERM drains an open stream and exits 0", func(t *testing.T) {
-		release := make(chan struct{})
-		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/event-stream")
-			fmt.Fprint(w, "data: {\"n\":0}\n\n")
-			w.(http.Flusher).Flush()
-			<-release
-			fmt.Fprint(w, "data: [DONE]\n\n")
-		})
-		fleet.handler.Store(&h)
-		resp, err := http.Post(r.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"llama","stream":true,"messages":[{"role":"user","content":"drain me"}]}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		br := bufio.NewReader(resp.Body)
-		if line, _ := br.ReadString('\n'); !strings.HasPrefix(line, "data: ") {
-			t.Fatalf("first line %q", line)
-		}
-		if err := r.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(300 * time.Millisecond)
-		if exited, err := r.Exit(0); exited {
-			t.Fatalf("exited with a stream open: %v", err)
-		}
-		close(release)
-		rest, _ := io.ReadAll(br)
-		if !strings.Contains(string(rest), "[DONE]") {
-			t.Fatalf("stream cut during drain: %q", rest)
-		}
-		exited, err := r.Exit(20 * time.Second)
-		if !exited || err != nil {
-			t.Fatalf("after the drain: exited %v, err %v", exited, err)
+	t.Run("operator routes only on the admin listener", func(t *testing.T) {
+		for base, want := range map[string]int{r.URL: 404, r.Admin: 200} {
+			for _, p := range []string{"/metrics", "/debug/ring"} {
+				resp, err := http.Get(base + p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != want {
+					t.Errorf("%s%s: %d, want %d", base, p, resp.StatusCode, want)
+				}
+			}
 		}
 	})
+}
+
+// TestDrainOnSIGTERM: on SIGTERM /readyz fails at once while new requests
+// are still served for --drain-delay; then the listener closes (new
+// connections are refused) while an open stream finishes; the process
+// exits 0. Before the fix the listener closed in the same instant readiness
+// flipped, so the failing /readyz was never seen (notes/proxy.md).
+func TestDrainOnSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	fleet := newFleet(t, 2)
+	release := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if !strings.Contains(r.Header.Get("Content-Type"), "json") || r.Header.Get("X-Stream") == "" {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"object":"chat.completion"}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"n\":0}\n\n")
+		w.(http.Flusher).Flush()
+		<-release
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	})
+	fleet.handler.Store(&h)
+	const delay = 2 * time.Second
+	r := startRouter(t, "--endpoints", fleet.urls(), "--drain-delay", delay.String(), "--drain-timeout", "20s")
+
+	req, _ := http.NewRequest(http.MethodPost, r.URL+"/v1/chat/completions", strings.NewReader(`{"model":"llama","stream":true,"messages":[{"role":"user","content":"drain me"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Stream", "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if line, _ := br.ReadString('\n'); !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("first line %q", line)
+	}
+
+	signaled := time.Now()
+	if err := r.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for {
+		resp, err := client.Get(r.URL + "/readyz")
+		if err != nil {
+			t.Fatalf("/readyz during the drain delay: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			break
+		}
+		if time.Since(signaled) > delay/2 {
+			t.Fatalf("/readyz still %d %v after SIGTERM", resp.StatusCode, time.Since(signaled))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp2, err := client.Post(r.URL+"/v1/chat/completions", "application/json", strings.NewReader(chat("a new request during the delay")))
+	if err != nil {
+		t.Fatalf("new request during the drain delay: %v", err)
+	}
+	io.Copy(io.Discard, resp2.Body)
+	resp2.Body.Close()
+	if resp2.StatusCode != 200 || time.Since(signaled) >= delay {
+		t.Fatalf("new request during the delay: %d, %v after SIGTERM (delay %v)", resp2.StatusCode, time.Since(signaled), delay)
+	}
+
+	for {
+		c, err := net.Dial("tcp", strings.TrimPrefix(r.URL, "http://"))
+		if err != nil {
+			break // refused: the listener is closed
+		}
+		c.Close()
+		if time.Since(signaled) > delay+10*time.Second {
+			t.Fatal("the listener still accepts long after the drain delay")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if closedAfter := time.Since(signaled); closedAfter < delay {
+		t.Fatalf("listener closed %v after SIGTERM, before the %v delay", closedAfter, delay)
+	}
+	if exited, err := r.Exit(0); exited {
+		t.Fatalf("exited with a stream open: %v", err)
+	}
+	close(release)
+	rest, _ := io.ReadAll(br)
+	if !strings.Contains(string(rest), "[DONE]") {
+		t.Fatalf("stream cut during the drain: %q", rest)
+	}
+	exited, err := r.Exit(20 * time.Second)
+	if !exited || err != nil {
+		t.Fatalf("after the drain: exited %v, err %v", exited, err)
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -25,9 +24,11 @@ import (
 )
 
 func serveFlags() []cli.Flag {
-	pd, hd, rd := proxy.DefaultConfig(), upstream.DefaultHealthConfig(), ring.DefaultConfig()
+	pd, sd, hd, rd := proxy.DefaultConfig(), proxy.DefaultServerConfig(), upstream.DefaultHealthConfig(), ring.DefaultConfig()
 	return []cli.Flag{
-		&cli.StringFlag{Name: "listen", Value: ":8080", EnvVars: env("listen"), Usage: "address the router serves the OpenAI API, /metrics and /debug on"},
+		&cli.StringFlag{Name: "listen", Value: ":8080", EnvVars: env("listen"), Usage: "address the router serves the OpenAI API, /healthz and /readyz on"},
+		&cli.StringFlag{Name: "admin-listen", Value: ":9090", EnvVars: env("admin-listen"), Usage: "address of the admin listener: /metrics, /debug/ring, /debug/cluster, /healthz, /readyz (and /debug/pprof/ with --pprof); reachable by Prometheus, never expose it publicly; empty: off"},
+		&cli.BoolFlag{Name: "pprof", EnvVars: env("pprof"), Usage: "serve Go's profiler under /debug/pprof/ on the admin listener"},
 		&cli.StringSliceFlag{Name: "endpoints", EnvVars: env("endpoints"), Usage: "inference server base URLs, comma-separated (e.g. http://10.0.0.7:8000)"},
 		&cli.StringFlag{Name: "endpoints-dns", EnvVars: env("endpoints-dns"), Usage: "discover endpoints from DNS: host:port (A/AAAA records, e.g. a headless Service) or an SRV name _svc._tcp.host"},
 		&cli.DurationFlag{Name: "dns-interval", Value: 10 * time.Second, EnvVars: env("dns-interval"), Usage: "how often --endpoints-dns is re-resolved"},
@@ -35,14 +36,20 @@ func serveFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "min-bound", Value: rd.MinBound, EnvVars: env("min-bound"), Usage: "every endpoint may hold this many requests whatever the bound says (keeps keys home at low load; 0: the textbook bound)"},
 		&cli.IntFlag{Name: "prefix-chars", Value: prefix.DefaultConfig().MaxChars, EnvVars: env("prefix-chars"), Usage: "how much prompt text (characters) the affinity key reads"},
 		&cli.StringFlag{Name: "session-header", Value: pd.SessionHeader, EnvVars: env("session-header"), Usage: "request header whose value, when present, is the affinity key (empty: off)"},
+		&cli.BoolFlag{Name: "routing-headers", Value: pd.RoutingHeaders, EnvVars: env("routing-headers"), Usage: "add X-Prefixring-Endpoint (the endpoint's host:port, never its URL) and X-Prefixring-Decision to responses"},
 		&cli.Int64Flag{Name: "max-body-bytes", Value: pd.MaxBodyBytes, EnvVars: env("max-body-bytes"), Usage: "largest request body accepted; larger ones get 413"},
-		&cli.IntFlag{Name: "max-retries", Value: pd.MaxRetries, EnvVars: env("max-retries"), Usage: "other endpoints tried when one fails before answering"},
+		&cli.DurationFlag{Name: "client-body-timeout", Value: pd.ClientBodyTimeout, EnvVars: env("client-body-timeout"), Usage: "longest wait for the next bytes of a request body; a client stalling longer gets 408"},
+		&cli.DurationFlag{Name: "client-idle-timeout", Value: sd.IdleTimeout, EnvVars: env("client-idle-timeout"), Usage: "close a client's keep-alive connection idle this long (keep it above the idle timeout of a load balancer in front)"},
+		&cli.IntFlag{Name: "max-connections", Value: sd.MaxConnections, EnvVars: env("max-connections"), Usage: "most concurrent client connections (each open stream holds one); beyond it new connections wait to be accepted; 0: no cap"},
+		&cli.IntFlag{Name: "max-retries", Value: pd.MaxRetries, EnvVars: env("max-retries"), Usage: "other endpoints tried when one fails (connection error, timeout, 502/503/504) before anything reached the client"},
+		&cli.DurationFlag{Name: "retry-timeout", Value: pd.RetryTimeout, EnvVars: env("retry-timeout"), Usage: "retry budget from the first try: after it no new try starts, so a request that already used an endpoint's time is not replayed"},
+		&cli.DurationFlag{Name: "upstream-timeout", Value: pd.UpstreamTimeout, EnvVars: env("upstream-timeout"), Usage: "longest wait for an upstream's response headers (a non-streamed completion's come when it is complete; queues can hold requests for minutes); then 504"},
 		&cli.DurationFlag{Name: "health-interval", Value: hd.Interval, EnvVars: env("health-interval"), Usage: "interval of active health probes"},
 		&cli.DurationFlag{Name: "health-timeout", Value: hd.Timeout, EnvVars: env("health-timeout"), Usage: "timeout of one health probe"},
 		&cli.StringFlag{Name: "health-path", Value: hd.Path, EnvVars: env("health-path"), Usage: "path probed on each endpoint"},
-		&cli.IntFlag{Name: "failure-threshold", Value: hd.FailureThreshold, EnvVars: env("failure-threshold"), Usage: "consecutive failures (probes or requests) that eject an endpoint"},
-		&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: env("drain-timeout"), Usage: "on SIGTERM, how long in-flight requests and streams may finish"},
-		&cli.StringFlag{Name: "pprof-listen", EnvVars: env("pprof-listen"), Usage: "serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060 (empty: off; never expose it publicly)"},
+		&cli.IntFlag{Name: "failure-threshold", Value: hd.FailureThreshold, EnvVars: env("failure-threshold"), Usage: "consecutive failures (probes, or requests: connection errors, timeouts, 5xx) that eject an endpoint"},
+		&cli.DurationFlag{Name: "drain-delay", Value: 5 * time.Second, EnvVars: env("drain-delay"), Usage: "on SIGTERM, how long /readyz fails while the router still serves new requests, so load balancers (a Kubernetes Service) stop sending before it stops accepting"},
+		&cli.DurationFlag{Name: "drain-timeout", Value: 20 * time.Second, EnvVars: env("drain-timeout"), Usage: "after --drain-delay, how long in-flight requests and streams may finish (keep delay + timeout below Kubernetes' terminationGracePeriodSeconds, 30s by default)"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "debug, info, warn or error"},
 		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("log-format"), Usage: "text or json"},
 	}
@@ -79,7 +86,9 @@ type replica struct {
 	balancer  *ring.Balancer
 	endpoints *upstream.Endpoints
 	health    *upstream.Health
-	handler   http.Handler
+	transport *http.Transport
+	public    *proxy.Server
+	admin     http.Handler
 	draining  atomic.Bool
 	cluster   *clusterWiring // gossip; passes the balancer through when off
 }
@@ -122,17 +131,27 @@ func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
 
 	pc := proxy.DefaultConfig()
 	pc.MaxBodyBytes, pc.MaxRetries = c.Int64("max-body-bytes"), c.Int("max-retries")
-	pc.SessionHeader = c.String("session-header")
+	pc.SessionHeader, pc.RoutingHeaders = c.String("session-header"), c.Bool("routing-headers")
+	pc.ClientBodyTimeout, pc.RetryTimeout = c.Duration("client-body-timeout"), c.Duration("retry-timeout")
+	pc.UpstreamTimeout = c.Duration("upstream-timeout")
+	r.transport = proxy.NewTransport(pc)
 	router, err := proxy.NewRouter(pc, proxy.Deps{
 		Picker: r.cluster.Picker, Keyer: keyer, Targets: r.endpoints, Observer: r.health, Metrics: metrics, Log: log,
+		Transport: r.transport,
 	})
 	if err != nil {
 		return nil, err
 	}
-	r.handler = proxy.Mux(router, proxy.Ops{
+	ops := proxy.Ops{
 		Gatherer: r.reg, Status: bal.Status, LoadFactor: rc.LoadFactor, Draining: r.draining.Load,
-		Extra: r.cluster.Extra,
-	})
+		Extra: r.cluster.Extra, Pprof: c.Bool("pprof"),
+	}
+	sc := proxy.DefaultServerConfig()
+	sc.IdleTimeout, sc.MaxConnections = c.Duration("client-idle-timeout"), c.Int("max-connections")
+	if r.public, err = proxy.NewServer(sc, proxy.Public(router, ops), log); err != nil {
+		return nil, err
+	}
+	r.admin = proxy.Admin(ops)
 	return r, nil
 }
 
@@ -163,21 +182,22 @@ func serve(c *cli.Context) error {
 		go src.Watch(bg, c.Duration("dns-interval"), r.endpoints, log)
 	}
 	go r.health.Run(bg)
-	if addr := c.String("pprof-listen"); addr != "" {
-		go servePprof(bg, addr, log)
-	}
 	if err := r.cluster.start(ctx, log); err != nil {
 		return err
 	}
 	defer r.cluster.leave(log)
 
+	stopAdmin, err := serveAdmin(c.String("admin-listen"), r.admin, log)
+	if err != nil {
+		return err
+	}
+	defer stopAdmin()
 	ln, err := net.Listen("tcp", c.String("listen"))
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: r.handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
+	go func() { done <- r.public.Serve(ln) }()
 	log.Info("serving", "listen", ln.Addr().String())
 
 	select {
@@ -185,31 +205,52 @@ func serve(c *cli.Context) error {
 		return err
 	case <-ctx.Done():
 	}
-	// Drain: fail readiness, stop accepting, let in-flight requests and
-	// streams finish up to the deadline.
-	r.draining.Store(true)
-	log.Info("draining", "timeout", c.Duration("drain-timeout"))
-	sctx, cancel := context.WithTimeout(context.Background(), c.Duration("drain-timeout"))
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("drain deadline passed; closing remaining connections", "err", err)
-		srv.Close()
-	}
-	log.Info("stopped")
+	r.drain(c.Duration("drain-delay"), c.Duration("drain-timeout"), done, log)
 	return nil
 }
 
-// servePprof serves the profiler on its own listener, apart from the API.
-func servePprof(ctx context.Context, addr string, log *slog.Logger) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	context.AfterFunc(ctx, func() { srv.Close() })
-	log.Info("profiler", "listen", addr)
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Error("profiler stopped", "err", err)
+// drain stops the replica gracefully: /readyz fails at once while new
+// requests are still served for delay (a Kubernetes Service needs that long
+// to take the pod out of its endpoints; connections close after their
+// current response, so clients reconnect elsewhere), then the listener
+// closes and in-flight requests and streams get up to timeout to finish.
+func (r *replica) drain(delay, timeout time.Duration, done <-chan error, log *slog.Logger) {
+	r.draining.Store(true)
+	r.public.SetKeepAlivesEnabled(false)
+	log.Info("draining: not ready, still serving", "delay", delay, "timeout", timeout)
+	select {
+	case <-time.After(delay):
+	case err := <-done:
+		log.Error("listener stopped during the drain delay", "err", err)
 	}
+	log.Info("draining: listener closed, finishing in-flight requests")
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := r.public.Shutdown(sctx); err != nil {
+		log.Warn("drain deadline passed; closing remaining connections", "err", err)
+		r.public.Close()
+	}
+	r.transport.CloseIdleConnections()
+	log.Info("stopped")
+}
+
+// serveAdmin serves the admin routes on addr (none when addr is empty) and
+// returns the function that stops them.
+func serveAdmin(addr string, h http.Handler, log *slog.Logger) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--admin-listen: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("admin listener stopped", "err", err)
+		}
+	}()
+	log.Info("admin", "listen", ln.Addr().String())
+	return func() { srv.Close() }, nil
 }

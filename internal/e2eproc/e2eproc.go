@@ -43,19 +43,24 @@ func Binary(t testing.TB) string {
 
 // Proc is a running `prefixring serve`.
 type Proc struct {
-	Name string
-	Cmd  *exec.Cmd
-	URL  string // http://127.0.0.1:port of its API
-	done chan error
+	Name  string
+	Cmd   *exec.Cmd
+	URL   string // http://127.0.0.1:port of its API
+	Admin string // http://127.0.0.1:port of its admin listener (/metrics, /debug/*)
+	done  chan error
 }
 
-var servingRe = regexp.MustCompile(`msg=serving listen=(\S+)`)
+var (
+	servingRe = regexp.MustCompile(`msg=serving listen=(\S+)`)
+	adminRe   = regexp.MustCompile(`msg=admin listen=(\S+)`)
+)
 
-// Serve starts `prefixring serve --listen 127.0.0.1:0 args...` and waits
-// until it listens. The test's cleanup kills it.
+// Serve starts `prefixring serve --listen 127.0.0.1:0 --admin-listen
+// 127.0.0.1:0 args...` and waits until it listens. The test's cleanup
+// kills it.
 func Serve(t testing.TB, name string, args ...string) *Proc {
 	t.Helper()
-	cmd := exec.Command(Binary(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd := exec.Command(Binary(t), append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -64,12 +69,15 @@ func Serve(t testing.TB, name string, args ...string) *Proc {
 		t.Fatal(err)
 	}
 	p := &Proc{Name: name, Cmd: cmd, done: make(chan error, 1)}
-	addr := make(chan string, 1)
+	addr, admin := make(chan string, 1), make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			if m := servingRe.FindStringSubmatch(sc.Text()); m != nil {
 				addr <- m[1]
+			}
+			if m := adminRe.FindStringSubmatch(sc.Text()); m != nil {
+				admin <- m[1]
 			}
 			if testing.Verbose() {
 				t.Log(name, sc.Text())
@@ -84,6 +92,7 @@ func Serve(t testing.TB, name string, args ...string) *Proc {
 	select {
 	case a := <-addr:
 		p.URL = "http://" + a
+		p.Admin = "http://" + <-admin // logged before serving
 	case err := <-p.done:
 		t.Fatalf("%s exited: %v", name, err)
 	case <-time.After(60 * time.Second):

@@ -28,7 +28,9 @@ type proc struct {
 // startServe runs a replica and waits for it to listen.
 func startServe(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
-	args = append([]string{"--health-interval", "200ms", "--node-name", name, "--log-level", "info"}, args...)
+	// No drain delay: a replica leaves the cluster once it has drained,
+	// and these tests watch the leave, not the drain.
+	args = append([]string{"--health-interval", "200ms", "--node-name", name, "--log-level", "info", "--drain-delay", "0s"}, args...)
 	return &proc{Proc: e2eproc.Serve(t, name, args...), name: name}
 }
 
@@ -40,7 +42,7 @@ type clusterView struct {
 
 func (p *proc) cluster(t *testing.T) clusterView {
 	t.Helper()
-	resp, err := http.Get(p.URL + "/debug/cluster")
+	resp, err := http.Get(p.Admin + "/debug/cluster")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,234 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/bits"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A request body is read from the client once, into a pooled buffer, and
+// then read many times: by the keyer, and by the Transport for each try
+// (the first send, a resend on a fresh connection, a retry elsewhere).
+// net/http's Transport may still read a request body after RoundTrip has
+// returned (an upstream can answer before the body was written), so the
+// buffer goes back to the pool only when the handler is done with it AND
+// every reader handed out has been closed: a reference count, with reads
+// and Close under one lock, so no read can touch a buffer once returned.
+
+// Pooled buffers come in power-of-two classes from 4 KiB to 4 MiB; larger
+// bodies are allocated and left to the garbage collector.
+const (
+	minClass = 12
+	maxClass = 22
+)
+
+var bufPools [maxClass - minClass + 1]sync.Pool
+
+// recycled, when set (tests), sees every buffer as it goes back to the
+// pool.
+var recycled atomic.Pointer[func([]byte)]
+
+func getBuf(n int) []byte {
+	c := max(bits.Len(uint(max(n, 1)-1)), minClass)
+	if c > maxClass {
+		return make([]byte, 0, n)
+	}
+	if b, ok := bufPools[c-minClass].Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, 1<<c)
+}
+
+func putBuf(b []byte) {
+	if cap(b) == 0 {
+		return
+	}
+	c := bits.Len(uint(cap(b)) - 1)
+	if cap(b) != 1<<c || c < minClass || c > maxClass {
+		return
+	}
+	if fn := recycled.Load(); fn != nil {
+		(*fn)(b[:cap(b)])
+	}
+	b = b[:0]
+	bufPools[c-minClass].Put(&b)
+}
+
+// smallBody is the largest body copied out of its pooled buffer: with the
+// request head it fits the Transport's 4 KiB write buffer, and as an
+// in-memory reader net/http recognizes it goes out in one write with the
+// head (a reader of the pooled buffer, which net/http cannot see through,
+// makes it flush the head first: one more write per request, measured
+// ~6% of the loopback round trip at 2 KiB). Larger bodies stay pooled:
+// they need several writes either way, and copying them costs more.
+const smallBody = 3 << 10
+
+// body is a request body shared by the handler and the Transport.
+type body struct {
+	b       []byte
+	pooled  bool         // b is a pooled buffer; else a plain slice
+	refs    atomic.Int32 // the handler's, plus one per open reader
+	getBody func() (io.ReadCloser, error)
+}
+
+// liveBodies counts bodies not yet released by all their holders; tests
+// check that it returns to zero.
+var liveBodies atomic.Int64
+
+func newBody(b []byte) *body {
+	x := &body{b: b, pooled: true}
+	if len(b) <= smallBody {
+		x.b, x.pooled = bytes.Clone(b), false
+		putBuf(b)
+	}
+	x.getBody = func() (io.ReadCloser, error) { return x.reader(), nil }
+	x.refs.Store(1)
+	liveBodies.Add(1)
+	return x
+}
+
+// bytes returns the body; valid until the handler's release.
+func (x *body) bytes() []byte { return x.b }
+
+func (x *body) release() {
+	switch n := x.refs.Add(-1); {
+	case n == 0:
+		liveBodies.Add(-1)
+		if x.pooled {
+			putBuf(x.b)
+		}
+	case n < 0:
+		panic("proxy: request body released twice")
+	}
+}
+
+// reader returns a new reader of the body. A pooled body's reader holds a
+// reference, dropped by its Close; a small body is a plain slice nobody
+// writes again, read through the in-memory reader net/http recognizes.
+func (x *body) reader() io.ReadCloser {
+	if !x.pooled {
+		return io.NopCloser(bytes.NewReader(x.b))
+	}
+	x.refs.Add(1)
+	return &bodyReader{x: x}
+}
+
+var errBodyClosed = errors.New("proxy: read of a closed request body")
+
+type bodyReader struct {
+	mu     sync.Mutex
+	x      *body
+	off    int
+	closed bool
+}
+
+func (r *bodyReader) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return 0, errBodyClosed
+	}
+	if r.off >= len(r.x.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.x.b[r.off:])
+	r.off += n
+	return n, nil
+}
+
+func (r *bodyReader) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.closed = true
+		r.x.release()
+	}
+	return nil
+}
+
+// readBody reads the client's body into a pooled buffer that grows as
+// bytes arrive (never to the declared Content-Length up front: a client
+// declaring 32 MiB and sending one byte costs one small buffer), within
+// MaxBodyBytes, waiting at most ClientBodyTimeout for each read.
+func (rt *Router) readBody(w http.ResponseWriter, r *http.Request) (*body, *apiError) {
+	declared, limit := r.ContentLength, rt.cfg.MaxBodyBytes
+	if declared > limit {
+		return nil, errTooLarge
+	}
+	if declared == 0 {
+		return newBody(nil), nil
+	}
+	rc := http.NewResponseController(w)
+	src := http.MaxBytesReader(w, r.Body, limit)
+	want := int64(64 << 10)
+	if declared > 0 {
+		want = min(declared, want)
+	}
+	buf := getBuf(int(want))
+	for declared < 0 || int64(len(buf)) < declared {
+		if len(buf) == cap(buf) {
+			next := int64(2 * cap(buf))
+			if declared > 0 {
+				next = min(next, declared)
+			}
+			buf = grow(buf, int(min(next, limit+1)))
+		}
+		_ = rc.SetReadDeadline(time.Now().Add(rt.cfg.ClientBodyTimeout))
+		n, err := src.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			// The deadline stays: it bounds net/http's read of the rest
+			// of the body after the error answer.
+			putBuf(buf)
+			return nil, bodyError(err)
+		}
+	}
+	// Cleared once the body is read, so no deadline outlives it (net/http
+	// clears it too when it starts the background read that watches for
+	// the client hanging up during a long stream).
+	_ = rc.SetReadDeadline(time.Time{})
+	return newBody(buf), nil
+}
+
+// refuse answers a request refused before its body was read. net/http
+// then reads what is left of the body (up to 256 KiB, to keep the
+// connection), with no deadline of its own: the body timeout bounds that
+// read, and a client waiting for 100 Continue, which sends no body now,
+// is not waited for at all (the connection closes after the answer).
+func (rt *Router) refuse(w http.ResponseWriter, r *http.Request, e *apiError) {
+	if r.ContentLength != 0 {
+		wait := rt.cfg.ClientBodyTimeout
+		if strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+			wait = 0
+		}
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(wait))
+	}
+	rt.reject(w, e)
+}
+
+func grow(buf []byte, n int) []byte {
+	next := append(getBuf(n), buf...)
+	putBuf(buf)
+	return next
+}
+
+func bodyError(err error) *apiError {
+	var tooBig *http.MaxBytesError
+	var timeout interface{ Timeout() bool }
+	switch {
+	case errors.As(err, &tooBig):
+		return errTooLarge
+	case errors.As(err, &timeout) && timeout.Timeout():
+		return errBodyTimeout
+	}
+	return errReadBody
+}

@@ -1,0 +1,269 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prefixring/prefixring/prefix"
+	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/upstream"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// fakeServer is a fake inference server on 127.0.0.1 that records what it
+// served. Its handler can be swapped per test.
+type fakeServer struct {
+	*httptest.Server
+	name   string
+	served atomic.Int64
+	open   atomic.Int64 // connections open now
+	conns  atomic.Int64 // connections accepted
+	handle atomic.Pointer[http.HandlerFunc]
+}
+
+func newUpstream(t *testing.T, name string) *fakeServer {
+	u := &fakeServer{name: name}
+	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			return
+		}
+		u.served.Add(1)
+		if h := u.handle.Load(); h != nil {
+			(*h)(w, r)
+			return
+		}
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"cmpl-1","object":"chat.completion","model":"m","served_by":%q,"path":%q}`, name, r.URL.Path)
+	}))
+	u.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			u.open.Add(1)
+			u.conns.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			u.open.Add(-1)
+		}
+	}
+	u.Start()
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *fakeServer) setHandler(h http.HandlerFunc) { u.handle.Store(&h) }
+
+// fixture is a router in front of upstreams, served on 127.0.0.1 by the
+// public Server (as cmd/prefixring serves it), with the admin routes on a
+// second listener.
+type fixture struct {
+	srv       *testServer
+	admin     *httptest.Server
+	balancer  *ring.Balancer
+	endpoints *upstream.Endpoints
+	health    *upstream.Health
+	ups       []*fakeServer
+	reg       *prometheus.Registry
+	router    *Router
+	transport *http.Transport
+	draining  atomic.Bool
+	observed  *observed
+}
+
+// observed passes health observations on to the checker and counts the
+// failures per endpoint.
+type observed struct {
+	inner    Observer
+	mu       sync.Mutex
+	failures map[string]int
+}
+
+func (o *observed) ObserveSuccess(id string) { o.inner.ObserveSuccess(id) }
+
+func (o *observed) ObserveFailure(id string, err error) {
+	o.mu.Lock()
+	o.failures[id]++
+	o.mu.Unlock()
+	o.inner.ObserveFailure(id, err)
+}
+
+func (o *observed) failuresOf(id string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.failures[id]
+}
+
+// testServer is a Server listening on 127.0.0.1.
+type testServer struct {
+	URL, addr string
+	client    *http.Client
+}
+
+func (s *testServer) Client() *http.Client { return s.client }
+
+// serve starts a public Server for h with cfg on 127.0.0.1; the test's
+// cleanup closes it.
+func serve(t *testing.T, cfg ServerConfig, h http.Handler) *testServer {
+	t.Helper()
+	srv, err := NewServer(cfg, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	client := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(func() {
+		client.CloseIdleConnections()
+		srv.Close()
+		<-done
+	})
+	return &testServer{URL: "http://" + ln.Addr().String(), addr: ln.Addr().String(), client: client}
+}
+
+// fixtureOpts tweak a fixture: its Config and its ServerConfig.
+type fixtureOpts struct {
+	cfg       func(*Config)
+	server    func(*ServerConfig)
+	transport http.RoundTripper // instead of NewTransport's
+}
+
+func newFixture(t *testing.T, n int, tweak ...func(*Config)) *fixture {
+	return newFixtureWith(t, n, fixtureOpts{cfg: func(c *Config) {
+		for _, fn := range tweak {
+			fn(c)
+		}
+	}})
+}
+
+func newFixtureWith(t *testing.T, n int, o fixtureOpts) *fixture {
+	t.Helper()
+	f := &fixture{reg: prometheus.NewRegistry()}
+	bal, err := ring.NewBalancer(ring.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.balancer = bal
+	m := NewMetrics(f.reg, bal.Status)
+	log := slog.New(slog.DiscardHandler)
+	if f.health, err = upstream.NewHealth(upstream.DefaultHealthConfig(), bal, nil, nil, log); err != nil {
+		t.Fatal(err)
+	}
+	f.endpoints = upstream.NewEndpoints(func(ids []string) { _ = bal.SetEndpoints(ids) },
+		func(ids []string) { f.health.SetTargets(f.endpoints, ids) })
+	var urls []string
+	for i := range n {
+		u := newUpstream(t, fmt.Sprintf("up%d", i))
+		f.ups = append(f.ups, u)
+		urls = append(urls, u.URL)
+	}
+	if err := f.endpoints.Set(urls); err != nil {
+		t.Fatal(err)
+	}
+	keyer, err := prefix.New(prefix.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	if o.cfg != nil {
+		o.cfg(&cfg)
+	}
+	f.transport = NewTransport(cfg)
+	t.Cleanup(f.transport.CloseIdleConnections)
+	f.observed = &observed{inner: f.health, failures: map[string]int{}}
+	var tr http.RoundTripper = f.transport
+	if o.transport != nil {
+		tr = o.transport
+	}
+	rt, err := NewRouter(cfg, Deps{Picker: bal, Keyer: keyer, Targets: f.endpoints, Observer: f.observed, Metrics: m, Log: log, Transport: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.router = rt
+	scfg := DefaultServerConfig()
+	if o.server != nil {
+		o.server(&scfg)
+	}
+	ops := Ops{Gatherer: f.reg, Status: bal.Status, LoadFactor: 1.25, Draining: f.draining.Load}
+	f.srv = serve(t, scfg, Public(rt, ops))
+	f.admin = httptest.NewServer(Admin(ops))
+	t.Cleanup(f.admin.Close)
+	return f
+}
+
+func chatBody(system, user string) string {
+	b, _ := json.Marshal(map[string]any{
+		"model": "llama", "max_tokens": 16,
+		"messages": []map[string]string{{"role": "system", "content": system}, {"role": "user", "content": user}},
+	})
+	return string(b)
+}
+
+func (f *fixture) post(t *testing.T, path, body string, hdr ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func readAll(t *testing.T, r io.Reader) string {
+	t.Helper()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func mustID(t *testing.T, raw string) string {
+	_, id, err := upstream.ParseEndpoint(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func assertAPIError(t *testing.T, resp *http.Response, status int, kind string) {
+	t.Helper()
+	var e struct {
+		Error struct {
+			Message string  `json:"message"`
+			Type    string  `json:"type"`
+			Code    *string `json:"code"`
+		} `json:"error"`
+	}
+	body := readAll(t, resp.Body)
+	if resp.StatusCode != status {
+		t.Fatalf("status %d, want %d: %s", resp.StatusCode, status, body)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("content type %q", ct)
+	}
+	if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error.Message == "" || e.Error.Type != kind || e.Error.Code == nil {
+		t.Fatalf("body %s is not an OpenAI error of type %s (%v)", body, kind, err)
+	}
+	for _, leak := range []string{"127.0.0.1", "dial", "goroutine", "panic"} {
+		if strings.Contains(body, leak) {
+			t.Fatalf("error body leaks %q: %s", leak, body)
+		}
+	}
+}

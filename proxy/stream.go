@@ -1,0 +1,137 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// timedBody records time to first byte and total upstream time, and
+// reports a body cut by the upstream (not by the client leaving) as a
+// failure of the endpoint.
+type timedBody struct {
+	io.ReadCloser
+	start    time.Time
+	first    time.Duration
+	sawBody  bool
+	done     bool
+	endpoint string
+	rt       *Router
+	ctx      context.Context
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 && !b.sawBody {
+		b.sawBody, b.first = true, time.Since(b.start)
+	}
+	if err != nil {
+		if err != io.EOF && b.ctx.Err() == nil && !b.done {
+			b.rt.observeFailure(b.endpoint, err)
+		}
+		b.finish()
+	}
+	return n, err
+}
+
+func (b *timedBody) Close() error {
+	b.finish()
+	return b.ReadCloser.Close()
+}
+
+func (b *timedBody) finish() {
+	if !b.done {
+		b.done = true
+		b.rt.metrics.upstream(b.endpoint, b.first, time.Since(b.start), b.sawBody)
+	}
+}
+
+func isEventStream(h http.Header) bool { return mediaType(h) == "text/event-stream" }
+
+// mediaType is the Content-Type's type/subtype, lower case; without
+// mime.ParseMediaType's parameter parsing and map, on every response.
+func mediaType(h http.Header) string {
+	ct, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	ct = strings.TrimSpace(ct)
+	for i := range len(ct) {
+		if c := ct[i]; c >= 'A' && c <= 'Z' {
+			return strings.ToLower(ct)
+		}
+	}
+	return ct
+}
+
+// sseBody ends an event stream that its upstream cut (connection reset,
+// EOF in the middle of a chunked body) with an OpenAI-style error event, so
+// a client's SSE parser reports an error instead of a silent truncation or
+// an aborted transfer. The response then ends normally: the client
+// connection stays in step.
+//
+// An upstream that died in the middle of an event leaves that event
+// incomplete; a blank line ends it before the error event (the client
+// sees a malformed event, then the error), rather than the router
+// holding back every partial event on the happy path.
+type sseBody struct {
+	io.ReadCloser
+	ctx      context.Context
+	onCut    func(error)
+	tail     [4]byte // the last bytes passed on, to tell an event's end
+	passed   bool
+	pending  []byte // the error event, while it is being read out
+	finished bool
+}
+
+func (s *sseBody) Read(p []byte) (int, error) {
+	if s.pending != nil {
+		n := copy(p, s.pending)
+		s.pending = s.pending[n:]
+		if len(s.pending) == 0 {
+			return n, io.EOF
+		}
+		return n, nil
+	}
+	if s.finished {
+		return 0, io.EOF
+	}
+	n, err := s.ReadCloser.Read(p)
+	s.remember(p[:n])
+	if err == nil || err == io.EOF || s.ctx.Err() != nil {
+		return n, err
+	}
+	// The upstream cut the stream. The client is still there.
+	s.finished = true
+	s.onCut(err)
+	ev := errorEvent(errStreamCut)
+	if !s.atBoundary() {
+		ev = append([]byte("\n\n"), ev...)
+	}
+	s.pending = ev
+	return n, nil
+}
+
+func (s *sseBody) remember(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	s.passed = true
+	if len(b) > len(s.tail) {
+		b = b[len(b)-len(s.tail):]
+	}
+	copy(s.tail[:], s.tail[len(b):])
+	copy(s.tail[len(s.tail)-len(b):], b)
+}
+
+// atBoundary reports whether the bytes passed so far end an event (or
+// there were none).
+func (s *sseBody) atBoundary() bool {
+	t := string(s.tail[:])
+	return !s.passed || t[2:] == "\n\n" || t == "\r\n\r\n"
+}
+
+// errorEvent is e as a server-sent event: data, then a blank line.
+func errorEvent(e *apiError) []byte {
+	j := e.json() // ends with a newline: the data line's
+	return append(append([]byte("data: "), j...), '\n')
+}
