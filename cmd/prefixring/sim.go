@@ -13,14 +13,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prefixring/prefixring/engine"
-	"github.com/prefixring/prefixring/vllmsim"
+	"github.com/prefixring/prefixring/sim/engine"
+	"github.com/prefixring/prefixring/sim/vllm"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 )
 
 func simFlags() []cli.Flag {
-	d := vllmsim.DefaultConfig()
+	d := vllm.DefaultConfig()
 	e := d.Engine
 	return []cli.Flag{
 		&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8000", EnvVars: env("sim-listen"), Usage: "address of a single simulated server"},
@@ -66,8 +66,8 @@ func profileNames() []string {
 	return names
 }
 
-func simConfig(c *cli.Context) (vllmsim.Config, error) {
-	cfg := vllmsim.DefaultConfig()
+func simConfig(c *cli.Context) (vllm.Config, error) {
+	cfg := vllm.DefaultConfig()
 	p, ok := engine.Profiles()[c.String("profile")]
 	if !ok {
 		return cfg, fmt.Errorf("--profile %q: want one of %s", c.String("profile"), strings.Join(profileNames(), ", "))
@@ -80,7 +80,7 @@ func simConfig(c *cli.Context) (vllmsim.Config, error) {
 	cfg.Engine.MaxModelLen = c.Int("max-model-len")
 	cfg.Model = c.String("model")
 	cfg.DefaultMaxTokens = c.Int("default-max-tokens")
-	cfg.Faults = vllmsim.Faults{
+	cfg.Faults = vllm.Faults{
 		Latency: c.Duration("latency"), ErrorRate: c.Float64("error-rate"), HangRate: c.Float64("hang-rate"),
 		CloseRate: c.Float64("close-rate"), CloseAfterTokens: c.Int("close-after-tokens"),
 	}
@@ -131,7 +131,7 @@ func runSim(c *cli.Context) error {
 		one := cfg
 		one.Seed = cfg.Seed + uint64(i)
 		reg := prometheus.NewRegistry()
-		s, err := vllmsim.New(one, reg, reg)
+		s, err := vllm.New(one, reg, reg)
 		if err != nil {
 			return err
 		}

@@ -2,7 +2,7 @@
 // in the fleet simulator: decision agreement, hit rate against router
 // replica count with and without gossip, the staleness sweep, and the view
 // modes (exact, shared) side by side. The replicas run the production
-// balancer, view and merge code (package replsim).
+// balancer, view and merge code (package sim/replicas).
 //
 //	go run ./scripts/gossipmeasure            # all tables
 //	go run ./scripts/gossipmeasure -table sweep
@@ -18,12 +18,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/prefixring/prefixring/engine"
 	"github.com/prefixring/prefixring/gossip"
-	"github.com/prefixring/prefixring/gossip/replsim"
 	"github.com/prefixring/prefixring/ring"
-	"github.com/prefixring/prefixring/sim"
-	"github.com/prefixring/prefixring/workload"
+	"github.com/prefixring/prefixring/sim/engine"
+	"github.com/prefixring/prefixring/sim/fleet"
+	"github.com/prefixring/prefixring/sim/replicas"
+	"github.com/prefixring/prefixring/sim/workload"
 )
 
 var (
@@ -101,7 +101,7 @@ func run(w workload.SharedPrefix, su setup) result {
 	if err != nil {
 		log.Fatal(err)
 	}
-	p, err := replsim.New(replsim.Config{Replicas: su.replicas, Endpoints: sim.EndpointIDs(*engines),
+	p, err := replicas.New(replicas.Config{Replicas: su.replicas, Endpoints: fleet.EndpointIDs(*engines),
 		Ring: ring.DefaultConfig(), Gossip: su.gossip, Interval: su.interval, Latency: *latency,
 		View: su.view})
 	if err != nil {
@@ -109,7 +109,7 @@ func run(w workload.SharedPrefix, su setup) result {
 	}
 	ec := engine.DefaultConfig()
 	ec.NumBlocks = *kvBlocks
-	res, err := sim.Run(sim.Config{Engines: *engines, Engine: ec, Picker: p, Key: p.Key(sim.PrefixKey(256))}, reqs)
+	res, err := fleet.Run(fleet.Config{Engines: *engines, Engine: ec, Picker: p, Key: p.Key(workload.PrefixKey(256))}, reqs)
 	if err != nil {
 		log.Fatal(err)
 	}

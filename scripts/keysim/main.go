@@ -19,10 +19,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prefixring/prefixring/engine"
 	"github.com/prefixring/prefixring/prefix"
 	"github.com/prefixring/prefixring/ring"
-	"github.com/prefixring/prefixring/sim"
+	"github.com/prefixring/prefixring/sim/engine"
+	"github.com/prefixring/prefixring/sim/fleet"
+	"github.com/prefixring/prefixring/sim/workload"
 )
 
 func main() {
@@ -36,30 +37,30 @@ func main() {
 		for _, chars := range []int{2048, 4096, 8192} {
 			bal, err := ring.NewBalancer(ring.DefaultConfig())
 			check(err)
-			check(bal.SetEndpoints(sim.EndpointIDs(*engines)))
+			check(bal.SetEndpoints(fleet.EndpointIDs(*engines)))
 			row(fmt.Sprintf("CHWBL, prefix-chars %d", chars), run(*engines, bal, keyer(chars), reqs))
 		}
-		row("round-robin", run(*engines, &roundRobin{ids: sim.EndpointIDs(*engines)}, keyer(4096), reqs))
+		row("round-robin", run(*engines, &roundRobin{ids: fleet.EndpointIDs(*engines)}, keyer(4096), reqs))
 	}
 }
 
-func load(path string) []sim.Request {
+func load(path string) []workload.Request {
 	f, err := os.Open(path)
 	check(err)
 	defer f.Close()
-	reqs, err := sim.LoadMooncake(f)
+	reqs, err := workload.LoadMooncake(f)
 	check(err)
 	return reqs
 }
 
 // keyer renders a request as the body a client would send (token ids, 4
 // characters' worth each to the keyer) and keys it as the router would.
-func keyer(chars int) sim.KeyFunc {
+func keyer(chars int) workload.KeyFunc {
 	cfg := prefix.DefaultConfig()
 	cfg.MaxChars = chars
 	k, err := prefix.New(cfg)
 	check(err)
-	return func(r *sim.Request) (uint64, bool) {
+	return func(r *workload.Request) (uint64, bool) {
 		toks := r.AppendTokens(nil, chars/4+1)
 		var b strings.Builder
 		b.WriteString(`{"model":"meta-llama/Llama-3.1-8B-Instruct","prompt":[`)
@@ -76,13 +77,13 @@ func keyer(chars int) sim.KeyFunc {
 	}
 }
 
-func run(engines int, p sim.Picker, key sim.KeyFunc, reqs []sim.Request) *sim.Result {
-	res, err := sim.Run(sim.Config{Engines: engines, Engine: engine.DefaultConfig(), Picker: p, Key: key}, reqs)
+func run(engines int, p fleet.Picker, key workload.KeyFunc, reqs []workload.Request) *fleet.Result {
+	res, err := fleet.Run(fleet.Config{Engines: engines, Engine: engine.DefaultConfig(), Picker: p, Key: key}, reqs)
 	check(err)
 	return res
 }
 
-func row(name string, res *sim.Result) {
+func row(name string, res *fleet.Result) {
 	var prompt, cached, spilled int
 	var ttfts []time.Duration
 	for _, r := range res.Records {

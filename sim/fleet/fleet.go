@@ -1,0 +1,117 @@
+package fleet
+
+import (
+	"github.com/prefixring/prefixring/sim/workload"
+	"time"
+
+	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/sim/engine"
+)
+
+type fleetEngine struct {
+	e      *engine.Engine
+	inStep bool
+	end    time.Duration
+}
+
+// fleet is the state of one run: engines, leases and records.
+type fleet struct {
+	cfg     Config
+	engines []fleetEngine
+	index   map[string]int
+	leases  []ring.Lease
+	records []Record
+	chain   *engine.Chain
+	now     time.Duration
+	steps   int
+}
+
+func newFleet(cfg Config, n int) (*fleet, error) {
+	f := &fleet{
+		cfg:     cfg,
+		engines: make([]fleetEngine, cfg.Engines),
+		index:   map[string]int{},
+		leases:  make([]ring.Lease, n),
+		records: make([]Record, n),
+		chain:   engine.NewChain(cfg.Engine.BlockSize),
+	}
+	for i, id := range EndpointIDs(cfg.Engines) {
+		e, err := engine.New(cfg.Engine)
+		if err != nil {
+			return nil, err
+		}
+		f.engines[i].e = e
+		f.index[id] = i
+	}
+	return f, nil
+}
+
+// nextStepEnd returns the engine whose step ends first, or -1.
+func (f *fleet) nextStepEnd() (int, time.Duration) {
+	best, end := -1, time.Duration(0)
+	for i := range f.engines {
+		if fe := &f.engines[i]; fe.inStep && (best < 0 || fe.end < end) {
+			best, end = i, fe.end
+		}
+	}
+	return best, end
+}
+
+// arrive routes request i and queues it on its engine.
+func (f *fleet) arrive(i int, r *workload.Request) {
+	f.now = r.Arrival
+	rec := &f.records[i]
+	*rec = Record{Index: i, Arrival: r.Arrival, PromptTokens: r.InputLen}
+	var rr ring.Request
+	if f.cfg.Key != nil {
+		rr.Key, rr.Keyed = f.cfg.Key(r)
+	}
+	lease, err := f.cfg.Picker.Acquire(rr)
+	if err != nil {
+		rec.Err = err.Error()
+		return
+	}
+	rec.Endpoint, rec.Decision = lease.Endpoint, lease.Decision.String()
+	ei, ok := f.index[lease.Endpoint]
+	if !ok {
+		lease.Release()
+		rec.Err = "sim: picker chose unknown endpoint " + lease.Endpoint
+		return
+	}
+	f.chain.Reset()
+	r.AppendTo(f.chain)
+	er := &engine.Request{ID: uint64(i), Prompt: f.chain.Prompt(), MaxTokens: r.OutputLen}
+	fe := &f.engines[ei]
+	if err := fe.e.Add(er, f.now); err != nil {
+		lease.Release()
+		rec.Err = err.Error()
+		return
+	}
+	f.leases[i] = lease
+	if !fe.inStep {
+		f.begin(fe)
+	}
+}
+
+func (f *fleet) begin(fe *fleetEngine) {
+	fe.end, fe.inStep = fe.e.Begin(f.now)
+}
+
+// endStep applies engine ei's step and starts its next one.
+func (f *fleet) endStep(ei int, end time.Duration) {
+	f.now = end
+	f.steps++
+	fe := &f.engines[ei]
+	res := fe.e.End(end)
+	fe.inStep = false
+	for _, er := range res.Finished {
+		i := int(er.ID)
+		rec := &f.records[i]
+		rec.QueueDelay, rec.TTFT, rec.E2E = er.QueueDelay(), er.TTFT(), er.E2E()
+		rec.OutputTokens, rec.CachedTokens = er.Output, er.CachedTokens
+		rec.PrefillComputed, rec.Preemptions = er.PrefillComputed, er.Preemptions
+		er.Prompt.Blocks = nil
+		f.leases[i].Release()
+	}
+	f.begin(fe)
+}

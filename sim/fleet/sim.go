@@ -1,0 +1,109 @@
+package fleet
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"github.com/prefixring/prefixring/sim/workload"
+	"slices"
+	"time"
+
+	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/sim/engine"
+)
+
+// Picker chooses an endpoint for a request and counts it until the lease is
+// released: the seam the proxy uses too (ring.Balancer implements it).
+type Picker interface {
+	Acquire(ring.Request) (ring.Lease, error)
+}
+
+// Config configures a fleet.
+type Config struct {
+	// Engines is the number of engines; they are named EndpointIDs(Engines).
+	Engines int
+	// Engine configures every engine.
+	Engine engine.Config
+	// Picker routes requests. Its endpoints must be EndpointIDs(Engines).
+	Picker Picker
+	// Key gives a request's affinity key; nil leaves every request unkeyed.
+	Key workload.KeyFunc
+}
+
+// Validate reports a fleet that cannot run.
+func (c Config) Validate() error {
+	if c.Engines <= 0 {
+		return errors.New("sim: Engines must be positive")
+	}
+	if c.Picker == nil {
+		return errors.New("sim: Picker is required")
+	}
+	return c.Engine.Validate()
+}
+
+// EndpointIDs names n engines "engine-0" ... "engine-<n-1>".
+func EndpointIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("engine-%d", i)
+	}
+	return ids
+}
+
+// Record is what happened to one request. Durations are zero for a request
+// that was rejected (Err is set).
+type Record struct {
+	Index           int    // position in the workload
+	Endpoint        string // engine the picker chose
+	Decision        string // the picker's decision (home, spill, fallback)
+	Arrival         time.Duration
+	QueueDelay      time.Duration // arrival to first scheduling
+	TTFT            time.Duration // arrival to first token
+	E2E             time.Duration // arrival to last token
+	PromptTokens    int
+	OutputTokens    int
+	CachedTokens    int // prompt tokens found in the engine's prefix cache
+	PrefillComputed int // tokens computed by prefill, recomputation included
+	Preemptions     int
+	Err             string
+}
+
+// Result is a whole run.
+type Result struct {
+	Records []Record      // in workload order
+	End     time.Duration // virtual time when the last request finished
+	Steps   int           // engine steps, all engines together
+}
+
+// Run replays reqs (in arrival order; ties keep workload order) through the
+// fleet and returns one record per request.
+func Run(cfg Config, reqs []workload.Request) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	f, err := newFleet(cfg, len(reqs))
+	if err != nil {
+		return nil, err
+	}
+	order := make([]int, len(reqs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Compare(reqs[a].Arrival, reqs[b].Arrival)
+	})
+	next := 0
+	for {
+		ei, end := f.nextStepEnd()
+		if next < len(order) && (ei < 0 || reqs[order[next]].Arrival <= end) {
+			f.arrive(order[next], &reqs[order[next]])
+			next++
+			continue
+		}
+		if ei < 0 {
+			break
+		}
+		f.endStep(ei, end)
+	}
+	return &Result{Records: f.records, End: f.now, Steps: f.steps}, nil
+}

@@ -1,0 +1,151 @@
+package fleet
+
+import (
+	"github.com/prefixring/prefixring/sim/workload"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/sim/engine"
+)
+
+// roundRobin is the simplest picker: endpoints in turn, no load.
+type roundRobin struct {
+	ids []string
+	n   int
+}
+
+func (p *roundRobin) Acquire(ring.Request) (ring.Lease, error) {
+	id := p.ids[p.n%len(p.ids)]
+	p.n++
+	return ring.Lease{Endpoint: id, Decision: ring.DecisionFallback}, nil
+}
+
+// sharedPrefixWorkload: n requests every 100 ms, each a 2-block system
+// prompt shared by all plus one block of its own.
+func sharedPrefixWorkload(n int) []workload.Request {
+	reqs := make([]workload.Request, n)
+	for i := range reqs {
+		reqs[i] = workload.Request{
+			Arrival:   time.Duration(i) * 100 * time.Millisecond,
+			InputLen:  3 * workload.TraceBlockSize,
+			OutputLen: 10,
+			HashIDs:   []uint64{1, 2, uint64(100 + i)},
+		}
+	}
+	return reqs
+}
+
+func TestRoundRobinRecords(t *testing.T) {
+	cfg := Config{Engines: 2, Engine: engine.DefaultConfig(), Picker: &roundRobin{ids: EndpointIDs(2)}}
+	res, err := Run(cfg, sharedPrefixWorkload(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Requests 0 and 1 are cold on engines 0 and 1; 2 and 3 find the
+	// 1024-token shared prefix there.
+	wantCached := []int{0, 0, 1024, 1024}
+	for i, rec := range res.Records {
+		if rec.Err != "" {
+			t.Fatalf("request %d: %s", i, rec.Err)
+		}
+		if want := EndpointIDs(2)[i%2]; rec.Endpoint != want {
+			t.Errorf("request %d on %s, want %s", i, rec.Endpoint, want)
+		}
+		if rec.CachedTokens != wantCached[i] || rec.PrefillComputed != 1536-wantCached[i] {
+			t.Errorf("request %d: cached %d computed %d", i, rec.CachedTokens, rec.PrefillComputed)
+		}
+		if rec.OutputTokens != 10 || rec.QueueDelay != 0 || rec.TTFT <= 0 || rec.E2E <= rec.TTFT {
+			t.Errorf("request %d: %+v", i, rec)
+		}
+	}
+	if cold, warm := res.Records[0].TTFT, res.Records[2].TTFT; warm >= cold/2 {
+		t.Errorf("warm TTFT %v not well below cold %v", warm, cold)
+	}
+}
+
+func TestRunIsDeterministic(t *testing.T) {
+	run := func() *Result {
+		cfg := Config{Engines: 3, Engine: engine.DefaultConfig(), Picker: &roundRobin{ids: EndpointIDs(3)}}
+		res, err := Run(cfg, sharedPrefixWorkload(50))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	a, b := run(), run()
+	for i := range a.Records {
+		if a.Records[i] != b.Records[i] {
+			t.Fatalf("record %d differs: %+v vs %+v", i, a.Records[i], b.Records[i])
+		}
+	}
+}
+
+func TestRingBalancerThroughSim(t *testing.T) {
+	// Requests overlap (one arrives every 100 ms, each takes about 110 ms):
+	// the textbook bound at 1 in flight over 4 is 1, so a floor of 2 keeps
+	// the key home.
+	rc := ring.DefaultConfig()
+	rc.MinBound = 2
+	b, err := ring.NewBalancer(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetEndpoints(EndpointIDs(4)); err != nil {
+		t.Fatal(err)
+	}
+	// Every request shares its first 2 blocks, so a 256-token prefix key
+	// sends them all home to one engine.
+	cfg := Config{Engines: 4, Engine: engine.DefaultConfig(), Picker: b, Key: workload.PrefixKey(256)}
+	res, err := Run(cfg, sharedPrefixWorkload(20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := res.Records[0].Endpoint
+	for i, rec := range res.Records {
+		if rec.Err != "" || rec.Decision != "home" || rec.Endpoint != home {
+			t.Fatalf("request %d: %+v, want home on %s", i, rec, home)
+		}
+		if i > 0 && rec.CachedTokens != 1024 {
+			t.Fatalf("request %d cached %d tokens, want 1024", i, rec.CachedTokens)
+		}
+	}
+	if n := b.Inflight().Total(); n != 0 {
+		t.Fatalf("%d leases not released", n)
+	}
+}
+
+func TestRejectedRequestIsRecorded(t *testing.T) {
+	cfg := Config{Engines: 1, Engine: engine.DefaultConfig(), Picker: &roundRobin{ids: EndpointIDs(1)}}
+	reqs := []workload.Request{{InputLen: 200000, OutputLen: 1, Tokens: make([]uint32, 200000)}}
+	res, err := Run(cfg, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Records[0].Err == "" {
+		t.Fatal("a prompt over MaxModelLen must be recorded as rejected")
+	}
+}
+
+func TestLoadMooncake(t *testing.T) {
+	f, err := os.Open("testdata/mini.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	reqs, err := workload.LoadMooncake(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reqs) != 3 || reqs[1].Arrival != 1500*time.Millisecond || reqs[2].OutputLen != 1 {
+		t.Fatalf("%+v", reqs)
+	}
+	if len(reqs[0].HashIDs) != 2 { // 600 tokens but one id: one is added
+		t.Fatalf("hash ids %v", reqs[0].HashIDs)
+	}
+	toks := reqs[1].AppendTokens(nil, 0)
+	if len(toks) != 700 || toks[0] != reqs[0].AppendTokens(nil, 1)[0] {
+		t.Fatal("requests sharing hash_id 5 must share its tokens")
+	}
+}

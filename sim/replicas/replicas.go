@@ -1,0 +1,274 @@
+// Package replicas models R prefixring router replicas inside the fleet
+// simulator (package sim) with the production code: each replica is a real
+// ring.Balancer whose bound reads a real gossip.ClusterLoads, fed with real
+// gossip.Entry publications merged into a real gossip.State and summed by
+// gossip.SumRemote under the production liveness rule. Only the network is
+// modelled: replica j publishes its entry every Interval (at phase
+// j*Interval/R), sees it at once, and the others receive it Latency later.
+// Clients are spread over the replicas round-robin.
+//
+// With Gossip off, each replica's bound reads only its own counters.
+//
+// Counts change only at arrivals (acquire) and completions (release); the
+// picker learns the time at arrivals, so a publication due at t carries the
+// counts as of the first arrival at or after t (completions in between
+// included), and is delivered at t+Latency.
+//
+// At every keyed arrival the picker also asks every replica where the
+// request would go, to measure decision agreement, and checks the choice
+// against the true cluster-wide load, to measure overshoot of the bound.
+package replicas
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prefixring/prefixring/gossip"
+	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/sim/workload"
+)
+
+// Config describes the replicas.
+type Config struct {
+	Replicas  int
+	Endpoints []string
+	Ring      ring.Config
+	// Gossip on: replicas see each other's published counts.
+	Gossip bool
+	// Interval between two publications of one replica.
+	Interval time.Duration
+	// Latency from a publication to its receipt by the others.
+	Latency time.Duration
+	// View is what the bound reads; default: the production default,
+	// gossip.DefaultConfig().View.
+	View gossip.ViewMode
+	// StaleAfter is the liveness rule's expiry; default the production
+	// default, raised to 3 intervals for long intervals (production
+	// requires it above the heartbeat, which is at least the interval).
+	StaleAfter time.Duration
+}
+
+// epoch anchors virtual time to the wall-clock stamps entries carry.
+var epoch = time.Unix(1_700_000_000, 0)
+
+// replica is one router replica: the production balancer, view and state.
+type replica struct {
+	name  string
+	bal   *ring.Balancer
+	loads *gossip.ClusterLoads // nil without gossip: the balancer reads its own counters
+	state *gossip.State        // entries received, its own included
+	live  gossip.Liveness
+	ver   uint64
+	next  time.Duration // its next publication
+}
+
+// delivery is one publication in flight to one replica.
+type delivery struct {
+	at    time.Duration
+	to    int
+	entry gossip.Entry
+}
+
+// Picker implements fleet.Picker over R replicas.
+type Picker struct {
+	cfg  Config
+	reps []*replica
+	wire []delivery // in delivery order
+	now  time.Duration
+	turn int
+	Measures
+}
+
+// Measures are what a run measured.
+type Measures struct {
+	// Keyed counts keyed requests; Agreed those every replica would have
+	// sent to the same endpoint.
+	Keyed, Agreed int
+	// Over counts keyed requests that left their endpoint holding more than
+	// the bound computed from the true cluster-wide loads before the pick:
+	// a replica with a perfect, instant view would not have placed them
+	// there. MaxExcess is the largest such excess.
+	Over      int
+	MaxExcess int64
+}
+
+// New builds the replicas over cfg.Endpoints.
+func New(cfg Config) (*Picker, error) {
+	if cfg.Replicas < 1 || (cfg.Gossip && cfg.Interval <= 0) || cfg.Latency < 0 {
+		return nil, errors.New("replicas: need replicas >= 1, with gossip an interval, and no negative latency")
+	}
+	d := gossip.DefaultConfig()
+	if cfg.View == "" {
+		cfg.View = d.View
+	}
+	if _, err := gossip.ParseViewMode(string(cfg.View)); err != nil {
+		return nil, err
+	}
+	if cfg.StaleAfter == 0 {
+		cfg.StaleAfter = max(d.StaleAfter, 3*cfg.Interval)
+	}
+	p := &Picker{cfg: cfg}
+	for i := range cfg.Replicas {
+		b, err := ring.NewBalancer(cfg.Ring)
+		if err != nil {
+			return nil, err
+		}
+		if err := b.SetEndpoints(cfg.Endpoints); err != nil {
+			return nil, err
+		}
+		name := fmt.Sprintf("replica-%d", i)
+		r := &replica{name: name, bal: b, state: gossip.NewState(),
+			live: gossip.Liveness{Self: name, StaleAfter: cfg.StaleAfter},
+			next: time.Duration(i) * cfg.Interval / time.Duration(cfg.Replicas)}
+		if cfg.Gossip {
+			r.loads = gossip.NewClusterLoads(b.Inflight(), cfg.View)
+			b.SetLoads(r.loads)
+		}
+		p.reps = append(p.reps, r)
+	}
+	return p, nil
+}
+
+// View returns the view mode the replicas' bounds read.
+func (p *Picker) View() gossip.ViewMode { return p.cfg.View }
+
+// Loads returns what replica i's bound reads.
+func (p *Picker) Loads(i int) ring.Loads {
+	if r := p.reps[i]; r.loads != nil {
+		return r.loads
+	}
+	return p.reps[i].bal.Inflight()
+}
+
+// Key wraps a key function to learn the virtual time: the simulator keys a
+// request just before it acquires a lease for it.
+func (p *Picker) Key(k workload.KeyFunc) workload.KeyFunc {
+	return func(r *workload.Request) (uint64, bool) {
+		p.now = r.Arrival
+		return k(r)
+	}
+}
+
+// Acquire publishes and delivers what is due, asks every replica for
+// agreement, and acquires on the next replica in turn.
+func (p *Picker) Acquire(req ring.Request) (ring.Lease, error) {
+	p.advance()
+	i := p.turn % len(p.reps)
+	p.turn++
+	lease, err := p.reps[i].bal.Acquire(req)
+	if err != nil || !req.Keyed {
+		return lease, err
+	}
+	p.Keyed++
+	if e := p.excess(lease.Endpoint); e > 0 {
+		p.Over++
+		p.MaxExcess = max(p.MaxExcess, e)
+	}
+	// The others decide on the state i decided on: i's new lease is
+	// neither published nor (in ViewExact) counted by them.
+	same := true
+	for j, r := range p.reps {
+		if j == i {
+			continue
+		}
+		l, err := r.bal.Acquire(req)
+		if err == nil {
+			l.Release()
+		}
+		if err != nil || l.Endpoint != lease.Endpoint {
+			same = false
+		}
+	}
+	if same {
+		p.Agreed++
+	}
+	return lease, nil
+}
+
+// excess is how far the true cluster-wide load of id, the lease just
+// acquired on it included, is above the bound computed from the true loads
+// before that lease.
+func (p *Picker) excess(id string) int64 {
+	var load, total int64
+	for _, r := range p.reps {
+		load += r.bal.Inflight().Load(id)
+		total += r.bal.Inflight().Total()
+	}
+	b := ring.Bound{LoadFactor: p.cfg.Ring.LoadFactor, Min: p.cfg.Ring.MinBound}
+	return load - b.Slots(total-1, len(p.cfg.Endpoints))
+}
+
+// Agreement is the fraction of keyed requests on which every replica would
+// have picked the same endpoint.
+func (p *Picker) Agreement() float64 { return ratio(p.Agreed, p.Keyed, 1) }
+
+// OverBound is the fraction of keyed requests placed above the true bound.
+func (p *Picker) OverBound() float64 { return ratio(p.Over, p.Keyed, 0) }
+
+func ratio(a, b int, empty float64) float64 {
+	if b == 0 {
+		return empty
+	}
+	return float64(a) / float64(b)
+}
+
+// advance applies, in time order, every publication and delivery due by
+// now; a delivery due at the instant of a publication goes first.
+func (p *Picker) advance() {
+	if !p.cfg.Gossip {
+		return
+	}
+	for {
+		j := 0
+		for k, r := range p.reps {
+			if r.next < p.reps[j].next {
+				j = k
+			}
+		}
+		if len(p.wire) > 0 && p.wire[0].at <= p.now && p.wire[0].at <= p.reps[j].next {
+			p.deliver(p.wire[0])
+			p.wire = p.wire[1:]
+			continue
+		}
+		if p.reps[j].next > p.now {
+			return
+		}
+		p.publish(j)
+	}
+}
+
+// publish builds replica j's entry as gossip.Node does, applies it to j at
+// once, refreshes j's view of the others (as a publication tick does), and
+// puts it on the wire to the others.
+func (p *Picker) publish(j int) {
+	r := p.reps[j]
+	at := r.next
+	r.next += p.cfg.Interval
+	r.ver++
+	e := gossip.NewEntry(r.name, r.name, 1, r.ver, epoch.Add(at), p.cfg.Endpoints, r.bal.Inflight().Counts(), nil)
+	r.state.Merge(e)
+	r.loads.SetOwn(e)
+	r.loads.SetRemote(gossip.SumRemote(r.state.Entries(), r.live, epoch.Add(at)))
+	for k := range p.reps {
+		if k == j {
+			continue
+		}
+		d := delivery{at: at + p.cfg.Latency, to: k, entry: e}
+		if p.cfg.Latency == 0 {
+			p.deliver(d)
+			continue
+		}
+		p.wire = append(p.wire, d)
+	}
+}
+
+// deliver merges a publication into its receiver's state and swaps in the
+// new sum of the others' counts, as gossip.Node.receive does.
+func (p *Picker) deliver(d delivery) {
+	r := p.reps[d.to]
+	if len(r.state.Merge(d.entry)) == 0 {
+		return
+	}
+	r.loads.SetRemote(gossip.SumRemote(r.state.Entries(), r.live, epoch.Add(d.at)))
+}

@@ -1,0 +1,134 @@
+package replicas
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prefixring/prefixring/gossip"
+	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/sim/fleet"
+	"github.com/prefixring/prefixring/sim/workload"
+)
+
+// TestPublishedCountsReachOthers: after an interval, replica 1 sees
+// replica 0's leases; without gossip it never does.
+func TestPublishedCountsReachOthers(t *testing.T) {
+	for _, gossip := range []bool{true, false} {
+		p, err := New(Config{Replicas: 2, Endpoints: fleet.EndpointIDs(4), Ring: ring.DefaultConfig(), Gossip: gossip, Interval: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := p.Key(func(*workload.Request) (uint64, bool) { return 7, true })
+		at := func(d time.Duration) { key(&workload.Request{Arrival: d}) }
+		at(0)
+		l, _ := p.Acquire(ring.Request{Key: 7, Keyed: true}) // replica 0
+		at(150 * time.Millisecond)
+		l2, _ := p.Acquire(ring.Request{Key: 8, Keyed: true}) // replica 1, publishes first
+		want := int64(0)
+		if gossip {
+			want = 1
+		}
+		if got := p.Loads(1).Load(l.Endpoint) - p.reps[1].bal.Inflight().Load(l.Endpoint); got != want {
+			t.Fatalf("gossip=%v: replica 1 sees %d of replica 0's leases, want %d", gossip, got, want)
+		}
+		if p.Agreement() != 1 {
+			t.Fatalf("agreement %v with idle endpoints", p.Agreement())
+		}
+		l.Release()
+		l2.Release()
+	}
+}
+
+// TestSharedViewDelivery: once the replicas have heard from each other, in
+// ViewShared replica 0's lease is invisible to everyone until it publishes;
+// then replica 0 sees it at once and replica 1 Latency later. In ViewExact
+// replica 0 sees it at once.
+func TestSharedViewDelivery(t *testing.T) {
+	const lat = time.Millisecond
+	for _, mode := range []gossip.ViewMode{gossip.ViewShared, gossip.ViewExact} {
+		p, err := New(Config{Replicas: 2, Endpoints: fleet.EndpointIDs(4), Ring: ring.DefaultConfig(), Gossip: true,
+			Interval: 100 * time.Millisecond, Latency: lat, View: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := func(d time.Duration) { p.now = d; p.advance() }
+		at(60 * time.Millisecond) // both published (at 0 and 50 ms) and delivered
+		l, _ := p.reps[0].bal.Acquire(ring.Request{Key: 7, Keyed: true})
+		seen := func() (int64, int64) { return p.Loads(0).Load(l.Endpoint), p.Loads(1).Load(l.Endpoint) }
+		want0 := map[gossip.ViewMode]int64{gossip.ViewShared: 0, gossip.ViewExact: 1}[mode]
+		if a, b := seen(); a != want0 || b != 0 {
+			t.Fatalf("%s before publication: replica 0 sees %d, 1 sees %d", mode, a, b)
+		}
+		at(100 * time.Millisecond) // replica 0 publishes
+		if a, b := seen(); a != 1 || b != 0 {
+			t.Fatalf("%s in flight: replica 0 sees %d, 1 sees %d", mode, a, b)
+		}
+		at(100*time.Millisecond + lat)
+		if a, b := seen(); a != 1 || b != 1 {
+			t.Fatalf("%s delivered: replica 0 sees %d, 1 sees %d", mode, a, b)
+		}
+		l.Release()
+	}
+}
+
+// TestSharedViewAgreesWithoutLatency: with instant delivery every replica
+// reads the same numbers in ViewShared, so all decisions agree.
+func TestSharedViewAgreesWithoutLatency(t *testing.T) {
+	p, err := New(Config{Replicas: 3, Endpoints: fleet.EndpointIDs(4), Ring: ring.DefaultConfig(), Gossip: true,
+		Interval: 100 * time.Millisecond, View: gossip.ViewShared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []ring.Lease
+	for k := range 400 {
+		p.now = time.Duration(k) * 7 * time.Millisecond
+		l, err := p.Acquire(ring.Request{Key: uint64(k % 5), Keyed: true}) // 5 hot keys: spills
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+		if k%3 == 0 {
+			held[0].Release()
+			held = held[1:]
+		}
+	}
+	if p.Agreement() != 1 || p.Keyed != 400 {
+		t.Fatalf("agreement %v over %d", p.Agreement(), p.Keyed)
+	}
+	if p.Over == 0 {
+		t.Fatal("hot keys never overshot the true bound in the shared view")
+	}
+}
+
+// TestDefaultViewIsProductionDefault: a Config that names no view models
+// what `prefixring serve` runs, the production default.
+func TestDefaultViewIsProductionDefault(t *testing.T) {
+	p, err := New(Config{Replicas: 3, Endpoints: fleet.EndpointIDs(4), Ring: ring.DefaultConfig(), Gossip: true,
+		Interval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := p.View(), gossip.DefaultConfig().View; got != want {
+		t.Fatalf("default view %q, production default %q", got, want)
+	}
+}
+
+// TestNoPeerYetReadsLiveCounts: in the shared view, a replica that has
+// heard from no peer yet reads its own live counts, as gossip.ClusterLoads
+// does (nobody to agree with): its lease is visible to it before it
+// publishes.
+func TestNoPeerYetReadsLiveCounts(t *testing.T) {
+	p, err := New(Config{Replicas: 2, Endpoints: fleet.EndpointIDs(4), Ring: ring.DefaultConfig(), Gossip: true,
+		Interval: 100 * time.Millisecond, Latency: time.Millisecond, View: gossip.ViewShared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := p.Acquire(ring.Request{Key: 7, Keyed: true}) // replica 0 at t=0, nothing delivered yet
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if got := p.Loads(0).Load(l.Endpoint); got != 1 {
+		t.Fatalf("replica 0 reads %d on %s before any peer counts, want its live 1", got, l.Endpoint)
+	}
+}

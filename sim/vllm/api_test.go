@@ -1,0 +1,163 @@
+package vllm
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+func TestStreamingCompletionWithUsage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := start(t, DefaultConfig())
+		body := `{"prompt":"` + strings.Repeat("x", 100) + `","max_tokens":5,"stream":true,"stream_options":{"include_usage":true}}`
+		do(s, http.MethodPost, "/v1/completions", body) // warm the cache
+		rec := do(s, http.MethodPost, "/v1/completions", body)
+		checkStatus(t, rec, http.StatusOK)
+		if ct := rec.Header().Get("Content-Type"); ct != "text/event-stream" {
+			t.Fatalf("content type %q", ct)
+		}
+		ev := sseEvents(t, rec.Body.String())
+		if ev[len(ev)-1] != "[DONE]" {
+			t.Fatalf("last event %q, want [DONE]", ev[len(ev)-1])
+		}
+		var text strings.Builder
+		for i, e := range ev[:len(ev)-2] {
+			var c completionResponse
+			if err := json.Unmarshal([]byte(e), &c); err != nil {
+				t.Fatal(err)
+			}
+			text.WriteString(c.Choices[0].Text)
+			last := i == len(ev)-3
+			if (c.Choices[0].FinishReason != nil) != last || c.Object != "text_completion" {
+				t.Fatalf("chunk %d: %s", i, e)
+			}
+		}
+		if text.String() != " the and for are but" {
+			t.Fatalf("text %q", text.String())
+		}
+		var u usageChunk
+		if err := json.Unmarshal([]byte(ev[len(ev)-2]), &u); err != nil {
+			t.Fatal(err)
+		}
+		// 25 prompt tokens: one full 16-token block is cached.
+		if u.Usage.PromptTokens != 25 || u.Usage.CompletionTokens != 5 || u.Usage.PromptTokensDetails.CachedTokens != 16 || len(u.Choices) != 0 {
+			t.Fatalf("usage chunk %s", ev[len(ev)-2])
+		}
+	})
+}
+
+func TestChatCompletion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := start(t, DefaultConfig())
+		body := `{"model":"meta-llama/Llama-3.1-8B-Instruct","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_completion_tokens":3}`
+		rec := do(s, http.MethodPost, "/v1/chat/completions", body)
+		checkStatus(t, rec, http.StatusOK)
+		resp := decode[chatResponse](t, rec.Body)
+		if resp.Object != "chat.completion" || resp.Choices[0].Message.Content != " the and for" || *resp.Choices[0].FinishReason != "length" {
+			t.Fatalf("%+v", resp)
+		}
+		rec = do(s, http.MethodPost, "/v1/chat/completions", strings.Replace(body, `"max_completion_tokens":3`, `"max_tokens":2,"stream":true`, 1))
+		ev := sseEvents(t, rec.Body.String())
+		if len(ev) != 4 || !strings.Contains(ev[0], `"delta":{"role":"assistant","content":""}`) || ev[3] != "[DONE]" {
+			t.Fatalf("events %q", ev)
+		}
+	})
+}
+
+func TestBadRequestsGetVLLMErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := start(t, DefaultConfig())
+		cases := []struct {
+			path, body string
+			status     int
+			typ        string
+		}{
+			{"/v1/completions", `{"prompt":`, 400, "BadRequestError"},
+			{"/v1/completions", `{"model":"gpt-4","prompt":"hi"}`, 404, "NotFoundError"},
+			{"/v1/completions", `{"prompt":""}`, 400, "BadRequestError"},
+			{"/v1/completions", `{}`, 400, "BadRequestError"},
+			{"/v1/completions", `{"prompt":[1,2,999999]}`, 400, "BadRequestError"},
+			{"/v1/completions", `{"prompt":["a","b"]}`, 400, "BadRequestError"},
+			{"/v1/completions", `{"prompt":"hi","n":2}`, 400, "BadRequestError"},
+			{"/v1/completions", `{"prompt":"hi","max_tokens":0}`, 400, "BadRequestError"},
+			{"/v1/completions", `{"prompt":"hi","max_tokens":131072}`, 400, "BadRequestError"},
+			{"/v1/completions", `{"prompt":"hi","stream_options":{"include_usage":true}}`, 400, "BadRequestError"},
+			{"/v1/chat/completions", `{"messages":[]}`, 400, "BadRequestError"},
+			{"/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "BadRequestError"},
+			{"/v1/chat/completions", `{"messages":[{"content":"x"}]}`, 400, "BadRequestError"},
+			{"/v1/nope", `{}`, 404, "NotFoundError"},
+		}
+		for _, c := range cases {
+			rec := do(s, http.MethodPost, c.path, c.body)
+			checkStatus(t, rec, c.status)
+			e := decode[errorBody](t, rec.Body)
+			if e.Error.Type != c.typ || e.Error.Code != c.status || e.Error.Message == "" {
+				t.Errorf("%s %s: %+v", c.path, c.body, e)
+			}
+		}
+		// Token-id prompts are taken as they are.
+		rec := do(s, http.MethodPost, "/v1/completions", `{"prompt":[1,2,3],"max_tokens":1}`)
+		checkStatus(t, rec, http.StatusOK)
+		if u := decode[completionResponse](t, rec.Body).Usage; u.PromptTokens != 3 {
+			t.Fatalf("usage %+v", u)
+		}
+	})
+}
+
+func TestModelsAndHealth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := start(t, DefaultConfig())
+		checkStatus(t, do(s, http.MethodGet, "/health", ""), http.StatusOK)
+		rec := do(s, http.MethodGet, "/v1/models", "")
+		m := decode[modelList](t, rec.Body)
+		if len(m.Data) != 1 || m.Data[0].ID != s.cfg.Model || m.Data[0].MaxModelLen != 131072 {
+			t.Fatalf("%+v", m)
+		}
+	})
+}
+
+func TestFaultKnobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := start(t, DefaultConfig())
+		rec := do(s, http.MethodPut, "/admin/faults", `{"error_rate":1}`)
+		checkStatus(t, rec, http.StatusOK)
+		rec = do(s, http.MethodPost, "/v1/completions", `{"prompt":"hi"}`)
+		checkStatus(t, rec, http.StatusInternalServerError)
+		if e := decode[errorBody](t, rec.Body); e.Error.Type != "InternalServerError" {
+			t.Fatalf("%+v", e)
+		}
+		checkStatus(t, do(s, http.MethodPut, "/admin/faults", `{"error_rate":2}`), http.StatusBadRequest)
+		checkStatus(t, do(s, http.MethodPut, "/admin/faults", `{"latency":"fast"}`), http.StatusBadRequest)
+
+		// Added latency shifts the response by exactly that much.
+		checkStatus(t, do(s, http.MethodPut, "/admin/faults", `{"latency":"250ms"}`), http.StatusOK)
+		if got := decode[faultsWire](t, do(s, http.MethodGet, "/admin/faults", "").Body); got.Latency != "250ms" || got.ErrorRate != 0 {
+			t.Fatalf("faults %+v", got)
+		}
+		t0 := time.Now()
+		checkStatus(t, do(s, http.MethodPost, "/v1/completions", `{"prompt":"hi","max_tokens":1}`), http.StatusOK)
+		// 250 ms, then a one-token prefill step of ~6.5 ms.
+		if d := time.Since(t0); d < 256*time.Millisecond || d > 257*time.Millisecond {
+			t.Fatalf("latency %v", d)
+		}
+
+		// A hung request answers nothing until its client leaves.
+		if err := s.SetFaults(Faults{HangRate: 1}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/completions", strings.NewReader(`{"prompt":"hi"}`))
+		rec = httptest.NewRecorder()
+		t0 = time.Now()
+		s.Handler().ServeHTTP(rec, req)
+		if d := time.Since(t0); d != time.Minute || rec.Body.Len() != 0 {
+			t.Fatalf("hang returned after %v with %q", d, rec.Body)
+		}
+	})
+}
