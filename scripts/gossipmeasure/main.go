@@ -42,7 +42,7 @@ var (
 
 func main() {
 	flag.Parse()
-	w := workload.SharedPrefix{Groups: 64, Skew: *skew, SystemTokens: 4096, UserTokens: 256, OutputTokens: 128,
+	w := workload.SharedPrefixTokens{Groups: 64, Skew: *skew, SystemTokens: 4096, UserTokens: 256, OutputTokens: 128,
 		Rate: *rate, Requests: *requests, Seed: *seed}
 	fmt.Printf("workload: %+v; %d engines (%s, %d KV blocks each); load factor %.2f; key = first 256 tokens\n\n",
 		w, *engines, engine.DefaultConfig().Profile.Name, *kvBlocks, ring.DefaultConfig().LoadFactor)
@@ -96,7 +96,7 @@ type result struct {
 	p50, p99          time.Duration
 }
 
-func run(w workload.SharedPrefix, su setup) result {
+func run(w workload.SharedPrefixTokens, su setup) result {
 	reqs, _, err := w.Generate()
 	if err != nil {
 		log.Fatal(err)

@@ -101,10 +101,10 @@ func LoadMooncake(rd io.Reader) ([]Request, error) {
 		}
 		var m mooncakeLine
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			return nil, fmt.Errorf("sim: trace line %d: %w", line, err)
+			return nil, fmt.Errorf("trace line %d: %w", line, err)
 		}
 		if m.InputLength <= 0 || m.Timestamp < 0 || m.OutputLength < 0 {
-			return nil, fmt.Errorf("sim: trace line %d: bad lengths or timestamp", line)
+			return nil, fmt.Errorf("trace line %d: bad lengths or timestamp", line)
 		}
 		for len(m.HashIDs)*TraceBlockSize < m.InputLength {
 			m.HashIDs = append(m.HashIDs, 1<<62|uint64(line)<<16|uint64(len(m.HashIDs)))

@@ -10,10 +10,11 @@ import (
 	"time"
 )
 
-// SharedPrefix describes groups of prompts that share a long system prompt,
+// SharedPrefixTokens describes, at the token level (for the fleet simulator
+// alone), groups of prompts that share a long system prompt,
 // each followed by a user message of its own: the agent and chat-assistant
 // traffic prefix affinity is for.
-type SharedPrefix struct {
+type SharedPrefixTokens struct {
 	// Groups is the number of distinct system prompts.
 	Groups int
 	// Skew is the Zipf exponent of group popularity: group k is drawn with
@@ -34,7 +35,7 @@ type SharedPrefix struct {
 }
 
 // Validate reports a description Generate cannot use.
-func (w SharedPrefix) Validate() error {
+func (w SharedPrefixTokens) Validate() error {
 	if w.Groups < 1 || w.SystemTokens < 1 || w.UserTokens < 0 || w.OutputTokens < 1 ||
 		!(w.Rate > 0) || w.Requests < 0 || w.Skew < 0 {
 		return errors.New("workload: need groups, system tokens, output tokens and rate > 0; skew, user tokens, requests >= 0")
@@ -43,7 +44,7 @@ func (w SharedPrefix) Validate() error {
 }
 
 // Generate returns the requests in arrival order and each one's group.
-func (w SharedPrefix) Generate() ([]Request, []int, error) {
+func (w SharedPrefixTokens) Generate() ([]Request, []int, error) {
 	if err := w.Validate(); err != nil {
 		return nil, nil, err
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 func TestSharedPrefixGroupsSharePrompts(t *testing.T) {
-	w := SharedPrefix{Groups: 4, Skew: 1, SystemTokens: 64, UserTokens: 8, OutputTokens: 4, Rate: 10, Requests: 200, Seed: 1}
+	w := SharedPrefixTokens{Groups: 4, Skew: 1, SystemTokens: 64, UserTokens: 8, OutputTokens: 4, Rate: 10, Requests: 200, Seed: 1}
 	reqs, groups, err := w.Generate()
 	if err != nil {
 		t.Fatal(err)
