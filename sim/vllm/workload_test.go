@@ -37,7 +37,7 @@ func TestWorkloadSessionsAgainstTheServer(t *testing.T) {
 			checkStatus(t, rec, http.StatusOK)
 			var resp struct {
 				Choices []struct {
-					Text    string `json:"text"`
+					Text    string                   `json:"text"`
 					Message struct{ Content string } `json:"message"`
 				} `json:"choices"`
 				Usage struct {

@@ -59,7 +59,7 @@ func TestBodyIsTheOpenAIRequest(t *testing.T) {
 		} `json:"stream_options"`
 		Messages []struct{ Role, Content string } `json:"messages"`
 		Tools    []struct {
-			Type     string `json:"type"`
+			Type     string                `json:"type"`
 			Function struct{ Name string } `json:"function"`
 		} `json:"tools"`
 	}
