@@ -64,6 +64,11 @@ type Config struct {
 	// sent over TCP when the list changes. Default 1200.
 	MaxPacket int
 
+	// Sink receives the cluster's verdict on the endpoint set and health;
+	// nil: [BalancerSink] on the node's balancer. A router passes its
+	// upstream.Set.
+	Sink VerdictSink
+
 	// Transport replaces memberlist's UDP/TCP transport (tests).
 	Transport memberlist.NodeAwareTransport
 	// Tune adjusts the memberlist configuration last (tests).

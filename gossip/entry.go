@@ -29,29 +29,47 @@ type Entry struct {
 	// Left marks a tombstone: the replica left the cluster cleanly. A
 	// tombstone carries no counts or votes.
 	Left bool
-	// Endpoints is the endpoint set this replica discovered, sorted.
+	// Endpoints are the endpoints this replica discovered or holds
+	// requests on, sorted.
 	Endpoints []string
 	// Counts[i] is this replica's in-flight requests on Endpoints[i].
 	Counts []int64
-	// Down[i] reports that this replica's probes see Endpoints[i] down.
+	// Down[i] reports that this replica's checks see Endpoints[i] down.
 	Down []bool
+	// Listed[i] reports that this replica discovered Endpoints[i]: its vote
+	// for the endpoint set. An endpoint it routes to (because the majority
+	// lists it) but has not discovered itself (DNS lag, a different
+	// --endpoints) is carried for its counts alone, so the bound everywhere
+	// sees every lease.
+	Listed []bool
 }
 
-// NewEntry builds an entry from this replica's observations. counts may hold
-// endpoints outside endpoints (requests still running on a removed
-// endpoint): they are not gossiped. down lists endpoints seen down.
-func NewEntry(node, addr string, inc, ver uint64, now time.Time, endpoints []string,
+// NewEntry builds an entry from this replica's observations: the endpoints
+// it discovered (its votes), its in-flight counts on any endpoint
+// (including ones it did not discover), and the endpoints its checks see
+// down.
+func NewEntry(node, addr string, inc, ver uint64, now time.Time, discovered []string,
 	counts map[string]int64, down map[string]bool) Entry {
-	eps := slices.Clone(endpoints)
+	listed := make(map[string]bool, len(discovered))
+	eps := slices.Clone(discovered)
+	for _, id := range discovered {
+		listed[id] = true
+	}
+	for id, n := range counts {
+		if n != 0 && !listed[id] {
+			eps = append(eps, id)
+		}
+	}
 	slices.Sort(eps)
 	eps = slices.Compact(eps)
 	e := Entry{
 		Node: node, Addr: addr, Incarnation: inc, Version: ver, Stamp: now.UnixMilli(),
-		Endpoints: eps, Counts: make([]int64, len(eps)), Down: make([]bool, len(eps)),
+		Endpoints: eps, Counts: make([]int64, len(eps)), Down: make([]bool, len(eps)), Listed: make([]bool, len(eps)),
 	}
 	for i, id := range eps {
 		e.Counts[i] = counts[id]
-		e.Down[i] = down[id]
+		e.Listed[i] = listed[id]
+		e.Down[i] = listed[id] && down[id]
 	}
 	return e
 }

@@ -20,11 +20,12 @@ func randomEntry(r *rand.Rand) Entry {
 		Node: fmt.Sprintf("n%d", r.IntN(3)), Addr: "10.0.0.1:7946",
 		Incarnation: uint64(r.IntN(2)), Version: uint64(r.IntN(3)), Stamp: int64(r.IntN(2)),
 		Left: r.IntN(5) == 0, Endpoints: eps,
-		Counts: make([]int64, len(eps)), Down: make([]bool, len(eps)),
+		Counts: make([]int64, len(eps)), Down: make([]bool, len(eps)), Listed: make([]bool, len(eps)),
 	}
 	for i := range eps {
 		e.Counts[i] = int64(r.IntN(3))
 		e.Down[i] = r.IntN(4) == 0
+		e.Listed[i] = r.IntN(3) != 0
 	}
 	return e
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,7 @@ type Node struct {
 	log   *slog.Logger
 	met   *metrics
 	ml    *memberlist.Memberlist
+	sink  VerdictSink
 	addr  string // our advertise address, as memberlist reports it
 
 	inbox chan []byte           // copies of messages from callbacks
@@ -56,9 +58,33 @@ type Node struct {
 
 // observations are this replica's own inputs to its entry.
 type observations struct {
-	endpoints  []string // nil until ObserveEndpoints
+	gen        uint64   // of the last Observe
+	endpoints  []string // discovered; nil until the first observation
 	discovered bool
 	down       map[string]bool
+}
+
+// VerdictSink receives the cluster's verdict: the endpoint set to route to
+// and the endpoints of it that are down. The endpoint set's owner
+// (upstream.Set) implements it and applies the verdict off the gossip loop.
+// ApplyVerdict must not block.
+type VerdictSink interface {
+	ApplyVerdict(endpoints, down []string)
+}
+
+// BalancerSink applies verdicts straight to a balancer, on the caller's
+// goroutine: for tests and single-process tools. A router passes its
+// upstream.Set instead, which rebuilds the ring off the gossip loop.
+func BalancerSink(b *ring.Balancer) VerdictSink { return balancerSink{b} }
+
+type balancerSink struct{ b *ring.Balancer }
+
+func (s balancerSink) ApplyVerdict(endpoints, down []string) {
+	eps := make([]ring.Endpoint, len(endpoints))
+	for i, id := range endpoints {
+		eps[i] = ring.Endpoint{ID: id, Healthy: !slices.Contains(down, id)}
+	}
+	_ = s.b.Update(eps)
 }
 
 // New builds a node over bal and sets bal's loads to the cluster-wide view.
@@ -78,6 +104,10 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 		inc: uint64(time.Now().UnixNano()), stop: make(chan struct{}), members: map[string]memberlist.Node{},
 	}
 	n.view = newView(cfg.NodeName, cfg.StaleAfter)
+	n.sink = cfg.Sink
+	if n.sink == nil {
+		n.sink = BalancerSink(bal)
+	}
 	n.met = newMetrics(n, reg)
 	bal.SetLoads(n.loads)
 	return n, nil
@@ -192,19 +222,40 @@ func (n *Node) wake() {
 	}
 }
 
-// ObserveEndpoints records the endpoint set this replica discovered. With
-// gossip on, the discovery loop calls it instead of Balancer.SetEndpoints;
-// the node sets the balancer to the set a majority of replicas discovered.
-func (n *Node) ObserveEndpoints(ids []string) {
+// Observe records this replica's own observations, as the endpoint set's
+// owner (upstream.Set) reports them: the endpoints it discovered and those
+// its checks see down. Observations older than one already recorded (by
+// gen) are ignored. It does not block: the merge loop picks them up.
+func (n *Node) Observe(gen uint64, discovered, down []string) {
 	n.mu.Lock()
-	n.obs.endpoints, n.obs.discovered = append([]string(nil), ids...), true
+	if gen < n.obs.gen {
+		n.mu.Unlock()
+		return
+	}
+	n.obs.gen, n.obs.endpoints, n.obs.discovered = gen, slices.Clone(discovered), true
+	n.obs.down = make(map[string]bool, len(down))
+	for _, id := range down {
+		n.obs.down[id] = true
+	}
 	n.mu.Unlock()
 	n.wake()
 }
 
-// ObserveHealth records this replica's probe result for endpoint id. With
-// gossip on, the health checker calls it instead of Balancer.SetHealthy; the
-// node sets the balancer to the majority verdict (see [Decide]).
+// ObserveEndpoints records the endpoint set this replica discovered, and
+// forgets its health observations of endpoints outside it.
+func (n *Node) ObserveEndpoints(ids []string) {
+	n.mu.Lock()
+	n.obs.endpoints, n.obs.discovered = slices.Clone(ids), true
+	for id := range n.obs.down {
+		if !slices.Contains(ids, id) {
+			delete(n.obs.down, id)
+		}
+	}
+	n.mu.Unlock()
+	n.wake()
+}
+
+// ObserveHealth records this replica's check of endpoint id.
 func (n *Node) ObserveHealth(id string, healthy bool) {
 	n.mu.Lock()
 	if healthy {
@@ -215,10 +266,6 @@ func (n *Node) ObserveHealth(id string, healthy bool) {
 	n.mu.Unlock()
 	n.wake()
 }
-
-// SetHealthy is ObserveHealth under the name of the proxy's HealthSink, so
-// the node can stand in for the balancer there.
-func (n *Node) SetHealthy(id string, healthy bool) { n.ObserveHealth(id, healthy) }
 
 // Acquire is the balancer's Acquire, counting decisions that skipped the
 // home endpoint for load. The proxy may use the node as its picker.

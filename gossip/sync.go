@@ -15,6 +15,7 @@ type view struct {
 	alive   map[string]string // memberlist's live members: name -> address
 	remote  *Remote
 	verdict Verdict
+	applied bool // verdict was handed to the sink
 }
 
 func newView(self string, staleAfter time.Duration) view {
@@ -42,7 +43,8 @@ func (v *view) update(e Entry, now time.Time) bool {
 		v.counted[e.Node] = e
 	}
 	v.remote = v.remote.replace(oldp, newp)
-	return had != counts || !slices.Equal(prev.Down, e.Down) || !slices.Equal(prev.Endpoints, e.Endpoints)
+	return had != counts || !slices.Equal(prev.Down, e.Down) || !slices.Equal(prev.Endpoints, e.Endpoints) ||
+		!slices.Equal(prev.Listed, e.Listed)
 }
 
 // ownEntry builds this replica's entry from its observations, unversioned.
@@ -60,7 +62,7 @@ func (n *Node) ownEntry(now time.Time) Entry {
 
 func sameContent(a, b Entry) bool {
 	return a.Incarnation == b.Incarnation && a.Left == b.Left && slices.Equal(a.Endpoints, b.Endpoints) &&
-		slices.Equal(a.Counts, b.Counts) && slices.Equal(a.Down, b.Down)
+		slices.Equal(a.Counts, b.Counts) && slices.Equal(a.Down, b.Down) && slices.Equal(a.Listed, b.Listed)
 }
 
 // publish runs every interval: it refreshes membership, builds our entry,
@@ -169,23 +171,23 @@ func (n *Node) refreshLocked(now time.Time) {
 }
 
 // applyVerdictLocked decides the endpoint set and health from our own
-// observations and the counted entries, and sets the balancer to it.
+// observations and the counted entries, and hands a changed verdict to the
+// sink, which must not block (upstream.Set rebuilds the ring on its own
+// goroutine, so the gossip loop never waits for a placement).
 func (n *Node) applyVerdictLocked(now time.Time) {
+	if !n.obs.discovered {
+		return // nothing to vote with yet
+	}
 	voters := []Entry{n.ownEntry(now)}
 	for _, e := range n.view.counted {
 		voters = append(voters, e)
 	}
 	v := Decide(voters)
-	if n.obs.discovered && !slices.Equal(v.Endpoints, n.view.verdict.Endpoints) {
-		if err := n.bal.SetEndpoints(v.Endpoints); err != nil {
-			n.log.Error("set endpoints", "err", err)
-		}
+	if n.view.applied && v.Equal(n.view.verdict) {
+		return
 	}
-	st, _ := n.bal.Status()
-	for _, s := range st {
-		n.bal.SetHealthy(s.ID, !slices.Contains(v.Down, s.ID))
-	}
-	n.view.verdict = v
+	n.view.verdict, n.view.applied = v, true
+	n.sink.ApplyVerdict(v.Endpoints, v.Down)
 }
 
 // receive decodes and merges one message from a peer.

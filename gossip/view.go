@@ -199,19 +199,24 @@ type Verdict struct {
 
 // Decide combines the voters' observations. Voters are this replica's own
 // entry and the entries that count under [Liveness]; tombstones and entries
-// with no endpoints (a replica that has not discovered any yet) do not vote.
-// A tie keeps an endpoint in, and healthy: a replica whose own probes fail
-// alone (a one-sided network fault) does not take an endpoint away from the
-// others, and two replicas that disagree fail open.
+// that list no endpoint (a replica that has not discovered any yet) do not
+// vote, and an entry votes only for the endpoints it discovered (Listed),
+// not for those it carries only for their counts. A tie keeps an endpoint
+// in, and healthy: a replica whose own probes fail alone (a one-sided
+// network fault) does not take an endpoint away from the others, and two
+// replicas that disagree fail open.
 func Decide(voters []Entry) Verdict {
 	listed, down := map[string]int{}, map[string]int{}
 	n := 0
 	for _, e := range voters {
-		if e.Left || len(e.Endpoints) == 0 {
+		if e.Left || !e.listsAny() {
 			continue
 		}
 		n++
 		for i, id := range e.Endpoints {
+			if !e.listed(i) {
+				continue
+			}
 			listed[id]++
 			if e.Down[i] {
 				down[id]++
@@ -230,6 +235,24 @@ func Decide(voters []Entry) Verdict {
 	slices.Sort(v.Endpoints)
 	slices.Sort(v.Down)
 	return v
+}
+
+// listed reports whether the entry's replica discovered Endpoints[i]. An
+// entry built without Listed (by hand, in tests) lists all its endpoints.
+func (e Entry) listed(i int) bool { return e.Listed == nil || e.Listed[i] }
+
+func (e Entry) listsAny() bool {
+	for i := range e.Endpoints {
+		if e.listed(i) {
+			return true
+		}
+	}
+	return false
+}
+
+// Equal reports whether two verdicts are the same.
+func (v Verdict) Equal(w Verdict) bool {
+	return slices.Equal(v.Endpoints, w.Endpoints) && slices.Equal(v.Down, w.Down)
 }
 
 // replace returns r with old's counts taken out and new's added; either may

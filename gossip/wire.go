@@ -6,19 +6,23 @@ import (
 	"fmt"
 )
 
-// Wire format, version 1. Every message starts with the version byte and a
+// Wire format, version 2. Every message starts with the version byte and a
 // kind byte. Integers are varints; strings are length-prefixed.
 //
 //	header: node, addr, incarnation, version, stamp, flags (bit 0: left)
-//	delta:  header, digest (8 bytes LE), n, n counts, ceil(n/8) bytes of down bits
-//	full:   header, n, n endpoint IDs, n counts, ceil(n/8) bytes of down bits
+//	delta:  header, digest (8 bytes LE), n, n counts, down bits, listed bits
+//	full:   header, n, n endpoint IDs, n counts, down bits, listed bits
 //	state:  m, then m bodies of full messages (without version and kind)
 //
 // A delta names its endpoint list by [Digest] only, so at 500 endpoints it
 // still fits one UDP packet; the receiver expands it from an entry it holds
-// with the same list, or drops it and waits for a full entry.
+// with the same list, or drops it and waits for a full entry. Bits are
+// ceil(n/8) bytes, bit i of byte i/8 for endpoint i. Version 1 had no
+// listed bits (an entry listed only what its replica discovered); a
+// version-1 message is dropped as malformed-version, so upgrade replicas
+// together, or accept a few seconds of split counts while they restart.
 const (
-	wireVersion = 1
+	wireVersion = 2
 
 	kindDelta byte = 1
 	kindFull  byte = 2
@@ -53,9 +57,15 @@ func appendCountsAndDown(b []byte, e Entry) []byte {
 	for _, n := range e.Counts {
 		b = binary.AppendVarint(b, n)
 	}
-	bits := make([]byte, (len(e.Down)+7)/8)
-	for i, d := range e.Down {
-		if d {
+	b = appendBits(b, e.Down, len(e.Counts))
+	return appendBits(b, e.Listed, len(e.Counts))
+}
+
+// appendBits appends n bits of flags (missing ones false).
+func appendBits(b []byte, flags []bool, n int) []byte {
+	bits := make([]byte, (n+7)/8)
+	for i, f := range flags[:min(n, len(flags))] {
+		if f {
 			bits[i/8] |= 1 << (i % 8)
 		}
 	}
@@ -219,14 +229,20 @@ func (r *reader) header() Entry {
 }
 
 func (r *reader) countsAndDown(e *Entry, n int) {
-	e.Counts, e.Down = make([]int64, n), make([]bool, n)
+	e.Counts = make([]int64, n)
 	for i := 0; i < n && r.err == nil; i++ {
 		e.Counts[i] = r.varint()
 	}
+	e.Down, e.Listed = r.bits(n), r.bits(n)
+}
+
+func (r *reader) bits(n int) []bool {
+	out := make([]bool, n)
 	bits := r.bytes((n + 7) / 8)
 	for i := 0; i < n && r.err == nil; i++ {
-		e.Down[i] = bits[i/8]&(1<<(i%8)) != 0
+		out[i] = bits[i/8]&(1<<(i%8)) != 0
 	}
+	return out
 }
 
 func (r *reader) full() Entry {

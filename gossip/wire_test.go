@@ -8,7 +8,10 @@ import (
 func TestWireRoundTrip(t *testing.T) {
 	e := NewEntry("node-1", "10.0.0.1:7946", 1700000000000000000, 42, t0,
 		[]string{"http://a:8000", "http://b:8000", "http://c:8000"},
-		map[string]int64{"http://a:8000": 3, "http://c:8000": 300}, map[string]bool{"http://b:8000": true})
+		map[string]int64{"http://a:8000": 3, "http://c:8000": 300, "http://d:8000": 2}, map[string]bool{"http://b:8000": true})
+	if len(e.Endpoints) != 4 || e.Listed[3] || !e.Listed[0] || e.Counts[3] != 2 {
+		t.Fatalf("an endpoint with leases but not discovered: %+v", e)
+	}
 	m, err := Decode(EncodeFull(e))
 	if err != nil || !reflect.DeepEqual(m.Entries, []Entry{e}) {
 		t.Fatalf("full: %v %+v", err, m)

@@ -133,24 +133,18 @@ func newBenchRouter(b *testing.B, url string, transport http.RoundTripper) (http
 	}
 	reg := prometheus.NewRegistry()
 	metrics := proxy.NewMetrics(reg, bal.Status)
-	health, err := upstream.NewHealth(upstream.DefaultHealthConfig(), bal, nil, nil, log)
+	endpoints, err := upstream.NewSet(upstream.DefaultHealthConfig(), upstream.Options{Log: log})
 	if err != nil {
 		b.Fatal(err)
 	}
-	var endpoints *upstream.Endpoints
-	endpoints = upstream.NewEndpoints(
-		func(ids []string) {
-			if err := bal.SetEndpoints(ids); err != nil {
-				b.Fatal(err)
-			}
-		},
-		func(ids []string) { health.SetTargets(endpoints, ids) },
-	)
-	if err := endpoints.Set([]string{url}); err != nil {
+	if err := endpoints.SetSource("static", []string{url}); err != nil {
+		b.Fatal(err)
+	}
+	if err := bal.SetEndpoints(endpoints.Snapshot().IDs()); err != nil {
 		b.Fatal(err)
 	}
 	router, err := proxy.NewRouter(proxy.DefaultConfig(), proxy.Deps{
-		Picker: bal, Keyer: keyer, Targets: endpoints, Observer: health, Metrics: metrics, Log: log,
+		Picker: bal, Keyer: keyer, Targets: endpoints, Observer: endpoints, Metrics: metrics, Log: log,
 		Transport: transport,
 	})
 	if err != nil {

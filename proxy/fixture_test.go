@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prefixring/prefixring/prefix"
 	"github.com/prefixring/prefixring/ring"
@@ -68,8 +71,7 @@ type fixture struct {
 	srv       *testServer
 	admin     *httptest.Server
 	balancer  *ring.Balancer
-	endpoints *upstream.Endpoints
-	health    *upstream.Health
+	endpoints *upstream.Set
 	ups       []*fakeServer
 	reg       *prometheus.Registry
 	router    *Router
@@ -157,20 +159,21 @@ func newFixtureWith(t *testing.T, n int, o fixtureOpts) *fixture {
 	f.balancer = bal
 	m := NewMetrics(f.reg, bal.Status)
 	log := slog.New(slog.DiscardHandler)
-	if f.health, err = upstream.NewHealth(upstream.DefaultHealthConfig(), bal, nil, nil, log); err != nil {
+	if f.endpoints, err = upstream.NewSet(upstream.DefaultHealthConfig(), upstream.Options{Log: log}); err != nil {
 		t.Fatal(err)
 	}
-	f.endpoints = upstream.NewEndpoints(func(ids []string) { _ = bal.SetEndpoints(ids) },
-		func(ids []string) { f.health.SetTargets(f.endpoints, ids) })
+	f.endpoints.Subscribe(func(_, cur *upstream.Snapshot) { _ = bal.Update(ringEndpoints(cur)) })
+	ctx, cancel := context.WithCancel(context.Background())
+	running := make(chan struct{})
+	go func() { defer close(running); f.endpoints.Dispatch(ctx) }() // no probes: tests drive health
+	t.Cleanup(func() { cancel(); <-running })
 	var urls []string
 	for i := range n {
 		u := newUpstream(t, fmt.Sprintf("up%d", i))
 		f.ups = append(f.ups, u)
 		urls = append(urls, u.URL)
 	}
-	if err := f.endpoints.Set(urls); err != nil {
-		t.Fatal(err)
-	}
+	f.setEndpoints(t, urls...)
 	keyer, err := prefix.New(prefix.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +184,7 @@ func newFixtureWith(t *testing.T, n int, o fixtureOpts) *fixture {
 	}
 	f.transport = NewTransport(cfg)
 	t.Cleanup(f.transport.CloseIdleConnections)
-	f.observed = &observed{inner: f.health, failures: map[string]int{}}
+	f.observed = &observed{inner: f.endpoints, failures: map[string]int{}}
 	var tr http.RoundTripper = f.transport
 	if o.transport != nil {
 		tr = o.transport
@@ -235,11 +238,57 @@ func readAll(t *testing.T, r io.Reader) string {
 }
 
 func mustID(t *testing.T, raw string) string {
-	_, id, err := upstream.ParseEndpoint(raw)
+	ep, _, err := upstream.ParseEndpoint(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return id
+	return ep.ID
+}
+
+func ringEndpoints(s *upstream.Snapshot) []ring.Endpoint {
+	out := make([]ring.Endpoint, len(s.Endpoints))
+	for i, e := range s.Endpoints {
+		out[i] = ring.Endpoint{ID: e.ID, Healthy: e.Healthy}
+	}
+	return out
+}
+
+// setEndpoints makes the fixture route to urls, and waits until the
+// balancer has them.
+func (f *fixture) setEndpoints(t *testing.T, urls ...string) {
+	t.Helper()
+	if err := f.endpoints.SetSource("static", urls); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, u := range urls {
+		want[mustID(t, u)] = true
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, _ := f.balancer.Status()
+		got := map[string]bool{}
+		for _, e := range st {
+			got[e.ID] = true
+		}
+		if maps.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("balancer has %v, want %v", got, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// setHealthy marks every routed endpoint healthy or not, straight on the
+// balancer (the endpoint set's own checks are not consulted).
+func (f *fixture) setHealthy(ids map[string]bool) {
+	var eps []ring.Endpoint
+	for _, id := range f.endpoints.Snapshot().IDs() {
+		eps = append(eps, ring.Endpoint{ID: id, Healthy: ids[id]})
+	}
+	_ = f.balancer.Update(eps)
 }
 
 func assertAPIError(t *testing.T, resp *http.Response, status int, kind string) {

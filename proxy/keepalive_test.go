@@ -53,9 +53,7 @@ func TestStaleKeepAliveIsResentToTheSameEndpoint(t *testing.T) {
 	f := newFixture(t, 0)
 	a, _ := closingUpstream(t)
 	b, _ := closingUpstream(t)
-	if err := f.endpoints.Set([]string{a, b}); err != nil {
-		t.Fatal(err)
-	}
+	f.setEndpoints(t, a, b)
 	home := ""
 	for i := range 10 {
 		resp := f.post(t, "/v1/completions", `{"model":"m","prompt":"one conversation"}`)
@@ -98,9 +96,7 @@ func TestUpstreamClosingIdleConnectionsIsNotAFailure(t *testing.T) {
 	}
 	up.Start()
 	t.Cleanup(up.Close)
-	if err := f.endpoints.Set([]string{up.URL}); err != nil {
-		t.Fatal(err)
-	}
+	f.setEndpoints(t, up.URL)
 	id := mustID(t, up.URL)
 	for i := range 6 {
 		resp := f.post(t, "/v1/completions", fmt.Sprintf(`{"model":"m","prompt":"turn %d"}`, i))

@@ -79,7 +79,7 @@ func TestHealthzAndReadyz(t *testing.T) {
 			resp.Body.Close()
 			return resp.StatusCode
 		}
-		f.balancer.SetHealthy(f.endpoints.IDs()[0], true)
+		f.setHealthy(map[string]bool{f.endpoints.Snapshot().IDs()[0]: true})
 		f.draining.Store(false)
 		if get("/healthz") != http.StatusOK || get("/readyz") != http.StatusOK {
 			t.Fatal("healthz/readyz not OK with a healthy endpoint")
@@ -89,7 +89,7 @@ func TestHealthzAndReadyz(t *testing.T) {
 			t.Fatalf("readyz %d while draining", got)
 		}
 		f.draining.Store(false)
-		f.balancer.SetHealthy(f.endpoints.IDs()[0], false)
+		f.setHealthy(nil)
 		if got := get("/readyz"); got != http.StatusServiceUnavailable {
 			t.Fatalf("readyz %d with no healthy endpoint", got)
 		}

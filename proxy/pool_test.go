@@ -166,9 +166,7 @@ func TestClientLeavesWhileTheBodyIsStillSent(t *testing.T) {
 			}()
 		}
 	}()
-	if err := f.endpoints.Set([]string{"http://" + ln.Addr().String()}); err != nil {
-		t.Fatal(err)
-	}
+	f.setEndpoints(t, "http://"+ln.Addr().String())
 	before := liveBodies.Load()
 	const rounds = 6
 	for i := range rounds {

@@ -218,9 +218,7 @@ func TestAllUpstreamsDownIs502(t *testing.T) {
 
 func TestNoHealthyEndpointIs503(t *testing.T) {
 	f := newFixture(t, 2)
-	for _, id := range f.endpoints.IDs() {
-		f.balancer.SetHealthy(id, false)
-	}
+	f.setHealthy(nil)
 	resp := f.post(t, "/v1/completions", `{"model":"m","prompt":"x"}`)
 	assertAPIError(t, resp, 503, "service_unavailable")
 	for _, u := range f.ups {

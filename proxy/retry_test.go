@@ -121,11 +121,11 @@ func TestFailedTriesAreRetriedElsewhere(t *testing.T) {
 }
 
 func mustName(t *testing.T, raw string) string {
-	u, _, err := upstream.ParseEndpoint(raw)
+	ep, _, err := upstream.ParseEndpoint(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return u.Host
+	return ep.Name
 }
 
 // TestRetriesNeverRepeatAnEndpoint: every endpoint answers 503. A request

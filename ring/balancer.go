@@ -3,7 +3,6 @@ package ring
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -41,71 +40,99 @@ func (c Config) Validate() error {
 // Balancer hands out leases on endpoints. Its pick reads one immutable
 // snapshot through an atomic pointer and takes no lock; changes to the
 // endpoint set, health or loads build a new snapshot off to the side and
-// swap it in.
+// swap it in. A new placement (the expensive part: buraksezer/consistent
+// builds it in O(n² · replicas)) is built with no lock held, so picks,
+// health changes and other readers never wait for it.
 type Balancer struct {
 	cfg      Config
 	inflight *Inflight
-	mu       sync.Mutex // serializes snapshot writers
+	mu       sync.Mutex // serializes snapshot swaps; never held while a ring is built
 	snap     atomic.Pointer[snapshot]
+	gen      atomic.Uint64 // generations handed to Update
+	applied  uint64        // the newest generation swapped in; guarded by mu
 	unkeyed  atomic.Uint64 // spreads ties of unkeyed requests
 }
 
 type snapshot struct {
-	ring      *Ring // nil until the first endpoint set
-	state     *State
-	unhealthy map[string]bool // kept across rebuilds, by ID
-	loads     Loads
+	ring    *Ring // nil until the first endpoint set
+	state   *State
+	healthy []bool // by ring index
+	loads   Loads
+}
+
+// Endpoint is one endpoint of an update: its ID and whether it may take
+// requests.
+type Endpoint struct {
+	ID      string
+	Healthy bool
 }
 
 // NewBalancer returns a balancer with no endpoints; requests fail with
-// ErrNoEndpoints until [Balancer.SetEndpoints] is called.
+// ErrNoEndpoints until [Balancer.Update] is called.
 func NewBalancer(cfg Config) (*Balancer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	b := &Balancer{cfg: cfg, inflight: NewInflight()}
-	b.snap.Store(&snapshot{unhealthy: map[string]bool{}, loads: b.inflight})
+	b.snap.Store(&snapshot{loads: b.inflight})
 	return b, nil
 }
 
 // Inflight returns this replica's own counters.
 func (b *Balancer) Inflight() *Inflight { return b.inflight }
 
-// SetEndpoints replaces the endpoint set. Endpoints keep their health and
-// in-flight counts across the change; new ones start healthy.
+// SetEndpoints replaces the endpoint set with ids, all healthy.
 func (b *Balancer) SetEndpoints(ids []string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	old := b.snap.Load()
-	if old.ring != nil && slices.Equal(old.ring.ids, sortedUnique(ids)) {
-		return nil
+	eps := make([]Endpoint, len(ids))
+	for i, id := range ids {
+		eps[i] = Endpoint{ID: id, Healthy: true}
 	}
-	r, err := NewRing(ids, b.cfg.Placement)
-	if err != nil && !errors.Is(err, ErrNoEndpoints) {
-		return err
-	}
-	b.inflight.Track(ids)
-	b.swap(r, old.unhealthy, old.loads)
-	return nil
+	return b.Update(eps)
 }
 
-// SetHealthy marks endpoint id healthy or not. An unhealthy endpoint leaves
-// the candidate set, but the placement is unchanged: other endpoints' keys
-// stay where they are, and its own keys come home when it recovers.
-func (b *Balancer) SetHealthy(id string, healthy bool) {
+// Update replaces the endpoint set and its health in one step, so the
+// health of an endpoint never outlives it. Endpoints keep their in-flight
+// counts across the change. An unhealthy endpoint stays in the placement
+// but leaves the candidate set: other endpoints' keys stay where they are,
+// and its own keys come home when it recovers.
+//
+// When the set changes, the new placement is built with no lock held; if a
+// later Update was swapped in meanwhile, this one is dropped, so an older
+// build finishing late never replaces a newer state.
+func (b *Balancer) Update(eps []Endpoint) error {
+	gen := b.gen.Add(1)
+	health := make(map[string]bool, len(eps))
+	ids := make([]string, 0, len(eps))
+	for _, e := range eps {
+		if _, dup := health[e.ID]; !dup {
+			ids = append(ids, e.ID)
+		}
+		health[e.ID] = health[e.ID] || e.Healthy
+	}
+	slices.Sort(ids)
+	r := b.snap.Load().ring
+	if r == nil || !slices.Equal(r.ids, ids) {
+		var err error
+		if r, err = NewRing(ids, b.cfg.Placement); err != nil && !errors.Is(err, ErrNoEndpoints) {
+			return err
+		}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	old := b.snap.Load()
-	if old.unhealthy[id] != healthy {
-		return // no change
+	if gen < b.applied {
+		return nil // superseded while we built
 	}
-	unhealthy := maps.Clone(old.unhealthy)
-	if healthy {
-		delete(unhealthy, id)
-	} else {
-		unhealthy[id] = true
+	b.applied = gen
+	b.inflight.Track(ids)
+	var healthy []bool
+	if r != nil {
+		healthy = make([]bool, r.Len())
+		for i, id := range r.ids {
+			healthy[i] = health[id]
+		}
 	}
-	b.swap(old.ring, unhealthy, old.loads)
+	b.swap(r, healthy, b.snap.Load().loads)
+	return nil
 }
 
 // SetLoads replaces what the bound reads (by default this replica's own
@@ -114,17 +141,13 @@ func (b *Balancer) SetLoads(l Loads) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	old := b.snap.Load()
-	b.swap(old.ring, old.unhealthy, l)
+	b.swap(old.ring, old.healthy, l)
 }
 
 // swap builds and stores a snapshot; b.mu must be held.
-func (b *Balancer) swap(r *Ring, unhealthy map[string]bool, loads Loads) {
-	s := &snapshot{ring: r, unhealthy: unhealthy, loads: loads}
+func (b *Balancer) swap(r *Ring, healthy []bool, loads Loads) {
+	s := &snapshot{ring: r, healthy: healthy, loads: loads}
 	if r != nil {
-		healthy := make([]bool, r.Len())
-		for i, id := range r.ids {
-			healthy[i] = !unhealthy[id]
-		}
 		s.state = NewState(r, healthy, loads, Bound{LoadFactor: b.cfg.LoadFactor, Min: b.cfg.MinBound})
 	}
 	b.snap.Store(s)
@@ -146,12 +169,6 @@ func (b *Balancer) Acquire(req Request) (Lease, error) {
 	}
 	id := s.ring.ids[i]
 	return Lease{Endpoint: id, Decision: d, h: &hold{c: b.inflight.acquire(id)}}, nil
-}
-
-func sortedUnique(ids []string) []string {
-	ids = slices.Clone(ids)
-	slices.Sort(ids)
-	return slices.Compact(ids)
 }
 
 // EndpointStatus is one endpoint as /debug/ring shows it.

@@ -2,6 +2,7 @@ package ring
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 )
@@ -81,12 +82,11 @@ func TestNoEndpointsAndAllUnhealthy(t *testing.T) {
 	if err := b.SetEndpoints([]string{"a", "b"}); err != nil {
 		t.Fatal(err)
 	}
-	b.SetHealthy("a", false)
-	b.SetHealthy("b", false)
+	_ = b.Update([]Endpoint{{ID: "a"}, {ID: "b"}})
 	if _, err := b.Acquire(Request{Key: 5, Keyed: true}); err != ErrNoEndpoints {
 		t.Fatalf("all unhealthy: %v", err)
 	}
-	b.SetHealthy("b", true)
+	_ = b.Update([]Endpoint{{ID: "a"}, {ID: "b", Healthy: true}})
 	if l, err := b.Acquire(Request{Key: 5, Keyed: true}); err != nil || l.Endpoint != "b" {
 		t.Fatalf("b healthy again: %v %v", l.Endpoint, err)
 	}
@@ -98,17 +98,47 @@ func TestNoEndpointsAndAllUnhealthy(t *testing.T) {
 	}
 }
 
-func TestHealthSurvivesEndpointChanges(t *testing.T) {
+// TestHealthComesWithTheEndpointSet: one Update carries the set and its
+// health, so an endpoint that leaves forgets its health, and one that
+// returns healthy is used again (the Kubernetes NotReady -> Ready path).
+func TestHealthComesWithTheEndpointSet(t *testing.T) {
 	b := mustBalancer(t, "a", "b")
-	b.SetHealthy("a", false)
-	if err := b.SetEndpoints([]string{"a", "b", "c"}); err != nil {
-		t.Fatal(err)
-	}
+	_ = b.Update([]Endpoint{{ID: "a"}, {ID: "b", Healthy: true}, {ID: "c", Healthy: true}})
 	st, _ := b.Status()
 	for _, e := range st {
 		if e.Healthy != (e.ID != "a") {
 			t.Fatalf("%+v after rebuild", e)
 		}
+	}
+	_ = b.Update([]Endpoint{{ID: "b", Healthy: true}})
+	_ = b.SetEndpoints([]string{"a", "b"})
+	st, _ = b.Status()
+	for _, e := range st {
+		if !e.Healthy {
+			t.Fatalf("%s came back healthy but is held out", e.ID)
+		}
+	}
+}
+
+// TestOlderBuildNeverReplacesNewerState: an update whose placement is still
+// being built when a later one is swapped in is dropped.
+func TestOlderBuildNeverReplacesNewerState(t *testing.T) {
+	b := mustBalancer(t, fleet(4, 0)...)
+	big := fleet(100, 0) // ~100 ms to build (O(n²·vnodes)): the small update wins the race
+	done := make(chan error)
+	go func() { done <- b.SetEndpoints(big) }()
+	for b.gen.Load() < 2 { // wait until the slow update has its generation
+		runtime.Gosched()
+	}
+	if err := b.SetEndpoints(fleet(5, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	st, _ := b.Status()
+	if len(st) != 5 {
+		t.Fatalf("%d endpoints: the older, slower build replaced the newer state", len(st))
 	}
 }
 
@@ -138,7 +168,11 @@ func TestConcurrentAcquireReleaseAndRebuild(t *testing.T) {
 	wg.Go(func() {
 		for i := range 50 {
 			_ = b.SetEndpoints(fleet(6+i%4, 0))
-			b.SetHealthy(fmt.Sprintf("10.0.0.%d:8000", 1+i%6), i%2 == 0)
+			eps := []Endpoint{}
+			for j, id := range fleet(6+i%4, 0) {
+				eps = append(eps, Endpoint{ID: id, Healthy: (i+j)%3 != 0})
+			}
+			_ = b.Update(eps)
 		}
 	})
 	wg.Wait()

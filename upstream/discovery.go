@@ -17,6 +17,11 @@ type Resolver interface {
 	LookupSRV(ctx context.Context, service, proto, name string) (string, []*net.SRV, error)
 }
 
+// Sink receives a source's endpoint list: the [Set].
+type Sink interface {
+	SetSource(source string, raw []string) error
+}
+
 // DNSSource discovers endpoints from DNS, as a headless Kubernetes Service
 // publishes them: "name:port" resolves A/AAAA records, each address
 // becoming http://addr:port; "_service._proto.name" (no port) resolves SRV
@@ -58,7 +63,7 @@ func (d DNSSource) Resolve(ctx context.Context) ([]string, error) {
 // Watch resolves the name every interval until ctx ends, and sets the
 // endpoints when the answer changes. A failed or empty lookup keeps the
 // last good set: a DNS outage must not empty the fleet.
-func (d DNSSource) Watch(ctx context.Context, interval time.Duration, set *Endpoints, log *slog.Logger) {
+func (d DNSSource) Watch(ctx context.Context, interval time.Duration, set Sink, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -69,7 +74,7 @@ func (d DNSSource) Watch(ctx context.Context, interval time.Duration, set *Endpo
 		case len(urls) == 0:
 			log.Warn("endpoint discovery found nothing; keeping the last set", "name", d.Name)
 		default:
-			if err := set.Set(urls); err != nil {
+			if err := set.SetSource("dns", urls); err != nil {
 				log.Warn("endpoint discovery returned a bad endpoint", "name", d.Name, "err", err)
 			}
 		}

@@ -37,19 +37,44 @@ func (f *fakeResolver) set(hosts []string, err error) {
 	f.hosts, f.err = hosts, err
 }
 
+// sinkLog records the lists a source sets.
+type sinkLog struct {
+	mu      sync.Mutex
+	changes [][]string
+}
+
+func (s *sinkLog) SetSource(source string, raw []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if source != "dns" {
+		return errors.New("wrong source " + source)
+	}
+	if n := len(s.changes); n == 0 || !slices.Equal(s.changes[n-1], raw) {
+		s.changes = append(s.changes, slices.Clone(raw))
+	}
+	return nil
+}
+
+func (s *sinkLog) last() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.changes) == 0 {
+		return nil
+	}
+	return s.changes[len(s.changes)-1]
+}
+
 func TestDNSWatchAppliesChangesAndKeepsLastGoodSet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		res := &fakeResolver{hosts: []string{"10.0.0.2", "10.0.0.1"}}
-		var mu sync.Mutex
-		var changes [][]string
-		eps := NewEndpoints(func(ids []string) { mu.Lock(); changes = append(changes, ids); mu.Unlock() })
+		sink := &sinkLog{}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		go DNSSource{Name: "vllm.default.svc:8000", Resolver: res}.Watch(ctx, 10*time.Second, eps, slog.New(slog.DiscardHandler))
+		go DNSSource{Name: "vllm.default.svc:8000", Resolver: res}.Watch(ctx, 10*time.Second, sink, slog.New(slog.DiscardHandler))
 		synctest.Wait()
 		want := []string{"http://10.0.0.1:8000", "http://10.0.0.2:8000"}
-		if !slices.Equal(eps.IDs(), want) {
-			t.Fatalf("endpoints %v, want %v", eps.IDs(), want)
+		if !slices.Equal(sink.last(), want) {
+			t.Fatalf("endpoints %v, want %v", sink.last(), want)
 		}
 		res.set(nil, errors.New("SERVFAIL"))
 		time.Sleep(10 * time.Second)
@@ -57,20 +82,19 @@ func TestDNSWatchAppliesChangesAndKeepsLastGoodSet(t *testing.T) {
 		res.set([]string{}, nil)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		if !slices.Equal(eps.IDs(), want) {
-			t.Fatalf("a failed or empty lookup changed the set: %v", eps.IDs())
+		if !slices.Equal(sink.last(), want) {
+			t.Fatalf("a failed or empty lookup changed the set: %v", sink.last())
 		}
-		res.set([]string{"10.0.0.1", "10.0.0.3"}, nil)
+		res.set([]string{"10.0.0.3"}, nil)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		if got := eps.IDs(); !slices.Equal(got, []string{"http://10.0.0.1:8000", "http://10.0.0.3:8000"}) {
-			t.Fatalf("after the change: %v", got)
+		if got := sink.last(); !slices.Equal(got, []string{"http://10.0.0.3:8000"}) {
+			t.Fatalf("after a change: %v", got)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if len(changes) != 2 {
-			t.Fatalf("%d change notifications, want 2 (unchanged answers notify nobody)", len(changes))
+		if len(sink.changes) != 2 {
+			t.Fatalf("changes %v, want 2", sink.changes)
 		}
+		cancel()
 	})
 }
 
@@ -89,24 +113,30 @@ func TestDNSSRV(t *testing.T) {
 }
 
 func TestParseEndpoint(t *testing.T) {
-	good := map[string]string{
-		"10.0.0.1:8000":            "http://10.0.0.1:8000",
-		"http://VLLM-0:8000/":      "http://vllm-0:8000",
-		"https://gpu.example/v1x/": "https://gpu.example/v1x",
-		" http://[::1]:8000 ":      "http://[::1]:8000",
+	good := map[string]struct{ id, name string }{
+		"10.0.0.1:8000":                 {"http://10.0.0.1:8000", "10.0.0.1:8000"},
+		"http://VLLM-0:8000/":           {"http://vllm-0:8000", "vllm-0:8000"},
+		"https://gpu.example/v1x/":      {"https://gpu.example/v1x", "gpu.example"},
+		" http://[::1]:8000 ":           {"http://[::1]:8000", "[::1]:8000"},
+		"gpu-a=http://10.0.0.7:8000":    {"http://10.0.0.7:8000", "gpu-a"},
+		"http://host:8000/v1":           {"http://host:8000", "host:8000"},
+		"http://host:8000/v1/":          {"http://host:8000", "host:8000"},
+		"b.2=http://gw/models/llama/v1": {"http://gw/models/llama", "b.2"},
+		"http://host:8000/?":            {"http://host:8000", "host:8000"},
 	}
 	for in, want := range good {
-		if _, id, err := ParseEndpoint(in); err != nil || id != want {
-			t.Errorf("ParseEndpoint(%q) = %q, %v; want %q", in, id, err, want)
+		ep, _, err := ParseEndpoint(in)
+		if err != nil || ep.ID != want.id || ep.Name != want.name || ep.URL.String() != want.id {
+			t.Errorf("ParseEndpoint(%q) = %+v, %v; want %v", in, ep, err, want)
 		}
 	}
-	for _, in := range []string{"ftp://x:1", "http://", "http://u:p@x:1", "http://x:1/?q=1", "http://x:1/#f", "http://%zz"} {
+	if _, stripped, _ := ParseEndpoint("http://host:8000/v1"); !stripped {
+		t.Error("a stripped /v1 is not reported")
+	}
+	for _, in := range []string{"ftp://x:1", "http://", "http://u:p@x:1", "http://x:1/?q=1", "http://x:1/#f",
+		"http://%zz", "bad label=http://x:1", "=http://x:1"} {
 		if _, _, err := ParseEndpoint(in); err == nil {
 			t.Errorf("ParseEndpoint(%q) accepted", in)
 		}
-	}
-	eps := NewEndpoints()
-	if err := eps.Set([]string{"http://a:1", "ftp://b"}); err == nil || len(eps.IDs()) != 0 {
-		t.Fatalf("a bad endpoint in the list: err %v, set %v", err, eps.IDs())
 	}
 }

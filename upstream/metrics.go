@@ -25,3 +25,10 @@ func (m *Metrics) ejected(endpoint, reason string) {
 		m.ejects.WithLabelValues(endpoint, reason).Inc()
 	}
 }
+
+// ForgetEndpoint deletes every series of endpoint id (it left the set).
+func (m *Metrics) ForgetEndpoint(id string) {
+	if m != nil {
+		m.ejects.DeletePartialMatch(prometheus.Labels{"endpoint": id})
+	}
+}

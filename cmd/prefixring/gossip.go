@@ -12,6 +12,7 @@ import (
 
 	"github.com/prefixring/prefixring/gossip"
 	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/upstream"
 )
 
 // gossipFlags are the flags of the gossip cluster. Gossip is on when
@@ -69,24 +70,27 @@ type clusterWiring struct {
 	Picker interface {
 		Acquire(ring.Request) (ring.Lease, error)
 	}
-	HealthSink   interface{ SetHealthy(id string, healthy bool) }
-	SetEndpoints func(ids []string) error
 	// Extra are routes to add to the ops mux (/debug/cluster).
 	Extra map[string]http.Handler
 }
 
-func newClusterWiring(c *cli.Context, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Logger) (*clusterWiring, error) {
-	w := &clusterWiring{Picker: bal, HealthSink: bal, SetEndpoints: bal.SetEndpoints}
+// newClusterWiring builds the gossip node, when gossip is on, between the
+// endpoint set and the balancer: the set reports this replica's
+// observations to the node, and the node hands the cluster's verdict back
+// to the set.
+func newClusterWiring(c *cli.Context, bal *ring.Balancer, set *upstream.Set, reg prometheus.Registerer, log *slog.Logger) (*clusterWiring, error) {
+	w := &clusterWiring{Picker: bal}
 	cfg, on, err := gossipConfig(c)
 	if err != nil || !on {
 		return w, err
 	}
+	cfg.Sink = set
 	n, err := gossip.New(cfg, bal, reg, log)
 	if err != nil {
 		return nil, err
 	}
-	w.node, w.Picker, w.HealthSink = n, n, n
-	w.SetEndpoints = func(ids []string) error { n.ObserveEndpoints(ids); return nil }
+	set.SetArbiter(n)
+	w.node, w.Picker = n, n
 	w.Extra = map[string]http.Handler{"GET /debug/cluster": n.DebugHandler()}
 	return w, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -29,8 +30,8 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "listen", Value: ":8080", EnvVars: env("listen"), Usage: "address the router serves the OpenAI API, /healthz and /readyz on"},
 		&cli.StringFlag{Name: "admin-listen", Value: ":9090", EnvVars: env("admin-listen"), Usage: "address of the admin listener: /metrics, /debug/ring, /debug/cluster, /healthz, /readyz (and /debug/pprof/ with --pprof); reachable by Prometheus, never expose it publicly; empty: off"},
 		&cli.BoolFlag{Name: "pprof", EnvVars: env("pprof"), Usage: "serve Go's profiler under /debug/pprof/ on the admin listener"},
-		&cli.StringSliceFlag{Name: "endpoints", EnvVars: env("endpoints"), Usage: "inference server base URLs, comma-separated (e.g. http://10.0.0.7:8000)"},
-		&cli.StringFlag{Name: "endpoints-dns", EnvVars: env("endpoints-dns"), Usage: "discover endpoints from DNS: host:port (A/AAAA records, e.g. a headless Service) or an SRV name _svc._tcp.host"},
+		&cli.StringSliceFlag{Name: "endpoints", EnvVars: env("endpoints"), Usage: "inference server roots, comma-separated (http://10.0.0.7:8000; a trailing /v1 is dropped), each optionally labelled (gpu-a=http://10.0.0.7:8000: the label is what clients and logs see)"},
+		&cli.StringFlag{Name: "endpoints-dns", EnvVars: env("endpoints-dns"), Usage: "discover endpoints from DNS: host:port (A/AAAA records, e.g. a headless Service) or an SRV name _svc._tcp.host; routed together with --endpoints"},
 		&cli.DurationFlag{Name: "dns-interval", Value: 10 * time.Second, EnvVars: env("dns-interval"), Usage: "how often --endpoints-dns is re-resolved"},
 		&cli.Float64Flag{Name: "load-factor", Value: rd.LoadFactor, EnvVars: env("load-factor"), Usage: "c in the bound: an endpoint takes a request while, with it, it holds at most ceil(c*(total+1)/n) in flight"},
 		&cli.Int64Flag{Name: "min-bound", Value: rd.MinBound, EnvVars: env("min-bound"), Usage: "every endpoint may hold this many requests whatever the bound says (keeps keys home at low load; 0: the textbook bound)"},
@@ -47,7 +48,9 @@ func serveFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "health-interval", Value: hd.Interval, EnvVars: env("health-interval"), Usage: "interval of active health probes"},
 		&cli.DurationFlag{Name: "health-timeout", Value: hd.Timeout, EnvVars: env("health-timeout"), Usage: "timeout of one health probe"},
 		&cli.StringFlag{Name: "health-path", Value: hd.Path, EnvVars: env("health-path"), Usage: "path probed on each endpoint"},
-		&cli.IntFlag{Name: "failure-threshold", Value: hd.FailureThreshold, EnvVars: env("failure-threshold"), Usage: "consecutive failures (probes, or requests: connection errors, timeouts, 5xx) that eject an endpoint"},
+		&cli.IntFlag{Name: "failure-threshold", Value: hd.FailureThreshold, EnvVars: env("failure-threshold"), Usage: "consecutive failed probes, or consecutive failed requests (connection errors, timeouts, 5xx), that eject an endpoint"},
+		&cli.DurationFlag{Name: "ejection-time", Value: hd.BaseEjection, EnvVars: env("ejection-time"), Usage: "an endpoint ejected for failed requests stays out at least this long, times the ejections in a row (as Envoy's outlier detection); one ejected by its probes returns at its first passing probe"},
+		&cli.DurationFlag{Name: "max-ejection-time", Value: hd.MaxEjection, EnvVars: env("max-ejection-time"), Usage: "cap of --ejection-time times the ejections in a row"},
 		&cli.DurationFlag{Name: "drain-delay", Value: 5 * time.Second, EnvVars: env("drain-delay"), Usage: "on SIGTERM, how long /readyz fails while the router still serves new requests, so load balancers (a Kubernetes Service) stop sending before it stops accepting"},
 		&cli.DurationFlag{Name: "drain-timeout", Value: 20 * time.Second, EnvVars: env("drain-timeout"), Usage: "after --drain-delay, how long in-flight requests and streams may finish (keep delay + timeout below Kubernetes' terminationGracePeriodSeconds, 30s by default)"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "debug, info, warn or error"},
@@ -84,8 +87,7 @@ type replica struct {
 	log       *slog.Logger
 	reg       *prometheus.Registry
 	balancer  *ring.Balancer
-	endpoints *upstream.Endpoints
-	health    *upstream.Health
+	endpoints *upstream.Set
 	transport *http.Transport
 	public    *proxy.Server
 	admin     http.Handler
@@ -109,25 +111,25 @@ func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
 	r := &replica{log: log, reg: prometheus.NewRegistry(), balancer: bal}
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := proxy.NewMetrics(r.reg, bal.Status)
-	if r.cluster, err = newClusterWiring(c, bal, r.reg, log); err != nil {
-		return nil, err
-	}
 
 	hc := upstream.DefaultHealthConfig()
 	hc.Interval, hc.Timeout = c.Duration("health-interval"), c.Duration("health-timeout")
 	hc.Path, hc.FailureThreshold = c.String("health-path"), c.Int("failure-threshold")
-	if r.health, err = upstream.NewHealth(hc, r.cluster.HealthSink, nil, upstream.NewMetrics(r.reg), log); err != nil {
+	hc.BaseEjection, hc.MaxEjection = c.Duration("ejection-time"), c.Duration("max-ejection-time")
+	um := upstream.NewMetrics(r.reg)
+	if r.endpoints, err = upstream.NewSet(hc, upstream.Options{Metrics: um, Log: log}); err != nil {
 		return nil, err
 	}
-	r.endpoints = upstream.NewEndpoints(
-		func(ids []string) {
-			if err := r.cluster.SetEndpoints(ids); err != nil {
-				log.Error("endpoint set rejected", "err", err)
-			}
-		},
-		func(ids []string) { r.health.SetTargets(r.endpoints, ids) },
-		func(ids []string) { log.Info("endpoints", "count", len(ids), "ids", strings.Join(ids, ",")) },
-	)
+	if r.cluster, err = newClusterWiring(c, bal, r.endpoints, r.reg, log); err != nil {
+		return nil, err
+	}
+	r.endpoints.Subscribe(func(old, cur *upstream.Snapshot) {
+		applySnapshot(bal, old, cur, log)
+		for _, id := range removed(old, cur) {
+			metrics.ForgetEndpoint(id)
+			um.ForgetEndpoint(id)
+		}
+	})
 
 	pc := proxy.DefaultConfig()
 	pc.MaxBodyBytes, pc.MaxRetries = c.Int64("max-body-bytes"), c.Int("max-retries")
@@ -136,7 +138,7 @@ func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
 	pc.UpstreamTimeout = c.Duration("upstream-timeout")
 	r.transport = proxy.NewTransport(pc)
 	router, err := proxy.NewRouter(pc, proxy.Deps{
-		Picker: r.cluster.Picker, Keyer: keyer, Targets: r.endpoints, Observer: r.health, Metrics: metrics, Log: log,
+		Picker: r.cluster.Picker, Keyer: keyer, Targets: r.endpoints, Observer: r.endpoints, Metrics: metrics, Log: log,
 		Transport: r.transport,
 	})
 	if err != nil {
@@ -161,8 +163,8 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	static, dns := c.StringSlice("endpoints"), c.String("endpoints-dns")
-	if (len(static) == 0) == (dns == "") {
-		return errors.New("give exactly one of --endpoints or --endpoints-dns")
+	if len(static) == 0 && dns == "" {
+		return errors.New("no endpoints: give --endpoints, --endpoints-dns or both")
 	}
 	r, err := newReplica(c, log)
 	if err != nil {
@@ -173,15 +175,20 @@ func serve(c *cli.Context) error {
 	bg, cancelBG := context.WithCancel(context.Background())
 	defer cancelBG()
 
-	if len(static) > 0 {
-		if err := r.endpoints.Set(static); err != nil {
-			return err
-		}
-	} else {
+	if err := r.endpoints.SetSource("static", static); err != nil {
+		return fmt.Errorf("--endpoints: %w", err)
+	}
+	if dns != "" {
 		src := upstream.DNSSource{Name: dns, Resolver: net.DefaultResolver}
 		go src.Watch(bg, c.Duration("dns-interval"), r.endpoints, log)
 	}
-	go r.health.Run(bg)
+	go r.endpoints.Run(bg)
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	err = r.endpoints.WaitDispatched(wctx)
+	wcancel()
+	if err != nil {
+		return fmt.Errorf("endpoints not applied: %w", err)
+	}
 	if err := r.cluster.start(ctx, log); err != nil {
 		return err
 	}
@@ -232,6 +239,39 @@ func (r *replica) drain(delay, timeout time.Duration, done <-chan error, log *sl
 	}
 	r.transport.CloseIdleConnections()
 	log.Info("stopped")
+}
+
+// applySnapshot hands the endpoint set and its health to the balancer in
+// one update (on the set's dispatch goroutine: a ring rebuild never holds up
+// a probe, a source or the gossip loop) and logs what changed.
+func applySnapshot(bal *ring.Balancer, old, cur *upstream.Snapshot, log *slog.Logger) {
+	eps := make([]ring.Endpoint, len(cur.Endpoints))
+	for i, e := range cur.Endpoints {
+		eps[i] = ring.Endpoint{ID: e.ID, Healthy: e.Healthy}
+	}
+	if err := bal.Update(eps); err != nil {
+		log.Error("endpoint set rejected", "err", err)
+		return
+	}
+	if !slices.Equal(old.IDs(), cur.IDs()) {
+		log.Info("endpoints", "count", len(cur.Endpoints), "ids", strings.Join(cur.IDs(), ","))
+	}
+	for _, e := range cur.Endpoints {
+		if was, ok := old.Get(e.ID); ok && was.Healthy != e.Healthy {
+			log.Info("endpoint routed", "endpoint", e.ID, "healthy", e.Healthy)
+		}
+	}
+}
+
+// removed lists the endpoints of old that cur no longer routes to.
+func removed(old, cur *upstream.Snapshot) []string {
+	var out []string
+	for _, e := range old.Endpoints {
+		if _, ok := cur.Get(e.ID); !ok {
+			out = append(out, e.ID)
+		}
+	}
+	return out
 }
 
 // serveAdmin serves the admin routes on addr (none when addr is empty) and

@@ -104,8 +104,11 @@ func newUpstreams(t *testing.T, n int) *upstreams {
 const prompt = `{"model":"m","messages":[{"role":"system","content":"You are the support assistant of ACME Corp. Answer briefly."},{"role":"user","content":"same question"}]}`
 
 // send posts the shared prompt and returns the endpoint and decision.
-func send(t *testing.T, p *proc) (string, string) {
-	resp, err := http.Post(p.URL+"/v1/chat/completions", "application/json", strings.NewReader(prompt))
+func send(t *testing.T, p *proc) (string, string) { return sendBody(t, p, prompt) }
+
+// sendBody posts a chat body and returns the endpoint and decision.
+func sendBody(t *testing.T, p *proc, body string) (string, string) {
+	resp, err := http.Post(p.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Error(err)
 		return "", ""

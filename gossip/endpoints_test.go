@@ -1,0 +1,58 @@
+package gossip
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestEjectedEndpointReturnsWithGossip: an endpoint seen down that drops
+// out of discovery and returns is used again: the node forgets its health
+// observations of endpoints outside what it discovered (before issue 7 its
+// down-set was never pruned, and the endpoint stayed out for good).
+func TestEjectedEndpointReturnsWithGossip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 1)
+		r := c.mustStart("r0", c.seed)
+		bad := testEndpoints[1]
+		r.node.ObserveHealth(bad, false)
+		time.Sleep(time.Second)
+		r.node.ObserveEndpoints(testEndpoints[:1])
+		time.Sleep(time.Second)
+		r.node.ObserveEndpoints(testEndpoints) // back, and its probes pass: the checker starts it fresh
+		time.Sleep(time.Second)
+		st, _ := r.bal.Status()
+		for _, e := range st {
+			if !e.Healthy {
+				t.Errorf("%s never used again after returning healthy", e.ID)
+			}
+		}
+		c.stopAll()
+	})
+}
+
+// TestLeasesOnUndiscoveredEndpointsCount: r1 lags DNS and has not discovered endpoint 4, which the majority
+// routes to; its leases there must still count in everyone's bound.
+func TestLeasesOnUndiscoveredEndpointsCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 1)
+		r0 := c.mustStart("r0", c.seed)
+		c.mustStart("r2", "10.0.0.3:7946")
+		r1 := c.mustStart("r1", "10.0.0.2:7946")
+		r1.node.ObserveEndpoints(testEndpoints[:3])
+		time.Sleep(2 * time.Second)
+		lagging := testEndpoints[3]
+		held := 0
+		for k := uint64(0); held < 5; k++ {
+			if r1.wouldPick(k) == lagging {
+				r1.hold(t, k)
+				held++
+			}
+		}
+		time.Sleep(time.Second)
+		if got := r0.node.Loads().Load(lagging); got != 5 {
+			t.Errorf("r0 reads %d on %s where r1 holds 5 leases", got, lagging)
+		}
+		c.stopAll()
+	})
+}

@@ -1,0 +1,74 @@
+package upstream
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+// Endpoint is one inference server. Its ID is its canonical base URL
+// ("http://10.0.0.7:8000"), so it is stable across restarts of the router
+// and equal on every replica that discovers the same server; the ring,
+// gossip and metrics all key endpoints by it.
+type Endpoint struct {
+	ID   string
+	URL  *url.URL
+	Name string // what clients may see: an operator's label, or host:port
+}
+
+// labelPattern is what an operator label may look like: a DNS-label-like
+// word, so it is safe in a header and a metric.
+var labelPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// ParseEndpoint checks one endpoint as an operator writes it: a server root
+// URL, optionally behind a label ("gpu-a=http://10.0.0.7:8000"). A missing
+// scheme means http. An OpenAI base URL ("http://host:8000/v1") is taken as
+// its server root: the router appends the client's whole path
+// (/v1/chat/completions), so a trailing /v1 would send every request to
+// /v1/v1/... and fail; stripped reports that it was removed.
+func ParseEndpoint(raw string) (ep Endpoint, stripped bool, err error) {
+	s := strings.TrimSpace(raw)
+	label := ""
+	if i := strings.Index(s, "="); i >= 0 && !strings.Contains(s[:i], "/") {
+		label, s = s[:i], s[i+1:]
+		if !labelPattern.MatchString(label) {
+			return Endpoint{}, false, fmt.Errorf("endpoint %q: label %q: want letters, digits, '.', '_' or '-'", raw, label)
+		}
+	}
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return Endpoint{}, false, fmt.Errorf("endpoint %q: %v", raw, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return Endpoint{}, false, fmt.Errorf("endpoint %q: scheme must be http or https", raw)
+	case u.Host == "" || u.Hostname() == "":
+		return Endpoint{}, false, fmt.Errorf("endpoint %q: no host", raw)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		return Endpoint{}, false, fmt.Errorf("endpoint %q: only scheme, host, port and path are allowed", raw)
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	u.Host = strings.ToLower(u.Host)
+	u.Path = strings.TrimRight(u.Path, "/")
+	if p, ok := strings.CutSuffix(u.Path, "/v1"); ok {
+		u.Path, stripped = p, true
+	}
+	u.RawPath, u.ForceQuery = "", false
+	if label == "" {
+		label = u.Host
+	}
+	return Endpoint{ID: u.String(), URL: u, Name: label}, stripped, nil
+}
+
+// endpointOf rebuilds an endpoint from its ID alone, as another replica
+// announced it: its name is its host:port.
+func endpointOf(id string) (Endpoint, error) {
+	ep, _, err := ParseEndpoint(id)
+	if err == nil && ep.ID != id {
+		err = fmt.Errorf("endpoint %q is not canonical (%q)", id, ep.ID)
+	}
+	return ep, err
+}
