@@ -31,11 +31,20 @@ type fakeServer struct {
 	open   atomic.Int64 // connections open now
 	conns  atomic.Int64 // connections accepted
 	handle atomic.Pointer[http.HandlerFunc]
+	hung   atomic.Bool // answers nothing, its health probe included
 }
 
 func newUpstream(t *testing.T, name string) *fakeServer {
 	u := &fakeServer{name: name}
 	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u.hung.Load() {
+			if r.URL.Path != "/health" {
+				u.served.Add(1)
+			}
+			io.Copy(io.Discard, r.Body) // then the server notices the connection close
+			<-r.Context().Done()
+			return
+		}
 		if r.URL.Path == "/health" {
 			return
 		}
@@ -58,7 +67,11 @@ func newUpstream(t *testing.T, name string) *fakeServer {
 		}
 	}
 	u.Start()
-	t.Cleanup(u.Close)
+	t.Cleanup(func() {
+		u.hung.Store(false)
+		u.CloseClientConnections() // a hung handler waits on its connection
+		u.Close()
+	})
 	return u
 }
 
@@ -139,6 +152,7 @@ type fixtureOpts struct {
 	cfg       func(*Config)
 	server    func(*ServerConfig)
 	transport http.RoundTripper // instead of NewTransport's
+	health    func(*upstream.HealthConfig)
 }
 
 func newFixture(t *testing.T, n int, tweak ...func(*Config)) *fixture {
@@ -159,7 +173,11 @@ func newFixtureWith(t *testing.T, n int, o fixtureOpts) *fixture {
 	f.balancer = bal
 	m := NewMetrics(f.reg, bal.Status)
 	log := slog.New(slog.DiscardHandler)
-	if f.endpoints, err = upstream.NewSet(upstream.DefaultHealthConfig(), upstream.Options{Log: log}); err != nil {
+	hc := upstream.DefaultHealthConfig()
+	if o.health != nil {
+		o.health(&hc)
+	}
+	if f.endpoints, err = upstream.NewSet(hc, upstream.Options{Log: log}); err != nil {
 		t.Fatal(err)
 	}
 	f.endpoints.Subscribe(func(_, cur *upstream.Snapshot) { _ = bal.Update(ringEndpoints(cur)) })

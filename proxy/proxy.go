@@ -35,6 +35,12 @@ type Targets interface {
 	// Name returns what a client may be shown of endpoint id: an operator's
 	// label, or host:port; never a full internal URL.
 	Name(id string) string
+	// Alive returns a context that ends when endpoint id stops answering
+	// at all (its health probes time out or fail: hung or gone) or leaves
+	// the set. A try still waiting for its response headers there is
+	// abandoned and retried elsewhere, instead of holding its client until
+	// --upstream-timeout.
+	Alive(id string) context.Context
 }
 
 // Observer hears whether an endpoint answered; the health checker ejects

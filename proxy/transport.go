@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -49,6 +50,7 @@ type retrying struct {
 
 var (
 	errEndpointGone = errors.New("endpoint left the set")
+	errEndpointDown = errors.New("endpoint stopped answering its health probes")
 	errNoCandidate  = errors.New("no endpoint left to try")
 )
 
@@ -125,9 +127,17 @@ func (t *retrying) send(out *http.Request, x *exchange) (*http.Response, error) 
 		return nil, errEndpointGone
 	}
 	start := time.Now()
-	resp, err := t.base.RoundTrip(out)
+	client := out.Context()
+	try, abandon := context.WithCancelCause(client)
+	stop := context.AfterFunc(t.rt.targets.Alive(id), func() { abandon(errEndpointDown) })
+	resp, err := t.base.RoundTrip(out.WithContext(try))
+	if !stop() && err != nil && errors.Is(context.Cause(try), errEndpointDown) {
+		// Abandoned while waiting for headers: the endpoint is already
+		// out, and nothing reached the client; retry elsewhere.
+		return nil, fmt.Errorf("%w: %w", errEndpointDown, err)
+	}
 	switch {
-	case out.Context().Err() != nil:
+	case client.Err() != nil:
 		// The client left: not the endpoint's fault.
 	case err != nil:
 		t.rt.observeFailure(id, err)
@@ -139,6 +149,6 @@ func (t *retrying) send(out *http.Request, x *exchange) (*http.Response, error) 
 	if err != nil {
 		return nil, err
 	}
-	resp.Body = &timedBody{ReadCloser: resp.Body, start: start, endpoint: id, rt: t.rt, ctx: out.Context()}
+	resp.Body = &timedBody{ReadCloser: resp.Body, start: start, endpoint: id, rt: t.rt, ctx: client}
 	return resp, nil
 }

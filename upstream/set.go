@@ -29,6 +29,7 @@ type Snapshot struct {
 	// This replica's own observations, for the arbiter: what it discovered
 	// and what its checks hold out.
 	discovered, down []string
+	alive            map[string]context.Context
 }
 
 // Get returns endpoint id of the snapshot.
@@ -74,6 +75,7 @@ type Set struct {
 	arbiter Arbiter
 
 	mu      sync.Mutex
+	alive   map[string]aliveCtx // by ID: ends when the endpoint stops answering or leaves
 	sources map[string][]Endpoint
 	local   []Endpoint        // union of the sources, by ID
 	checks  map[string]*check // by ID: local or routed endpoints only
@@ -86,6 +88,20 @@ type Set struct {
 	subs       []func(old, new *Snapshot)
 	probe      chan struct{}
 }
+
+// aliveCtx is a context that ends when its endpoint stops answering its
+// probes or leaves the routed set.
+type aliveCtx struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// gone is the context of an endpoint that is not alive.
+var gone = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 type verdict struct {
 	endpoints []string
@@ -124,7 +140,7 @@ func NewSet(cfg HealthConfig, o Options) (*Set, error) {
 	s := &Set{
 		cfg: cfg, log: o.Log, met: o.Metrics, now: o.Now, arbiter: o.Arbiter,
 		client:  &http.Client{Transport: o.Transport, Timeout: cfg.Timeout},
-		sources: map[string][]Endpoint{}, checks: map[string]*check{},
+		sources: map[string][]Endpoint{}, checks: map[string]*check{}, alive: map[string]aliveCtx{},
 		wake: make(chan struct{}, 1), probe: make(chan struct{}, 1),
 	}
 	s.snap.Store(&Snapshot{byID: map[string]int{}})
@@ -280,9 +296,13 @@ func (s *Set) rebuildLocked() {
 			s.checks[id] = &check{}
 		}
 	}
+	s.updateAliveLocked(routed)
 	s.gen++
 	snap := &Snapshot{Endpoints: routed, byID: make(map[string]int, len(routed)), Gen: s.gen,
-		discovered: s.localIDs(), down: s.downLocked()}
+		discovered: s.localIDs(), down: s.downLocked(), alive: make(map[string]context.Context, len(s.alive))}
+	for id, a := range s.alive {
+		snap.alive[id] = a.ctx
+	}
 	for i, e := range routed {
 		snap.byID[e.ID] = i
 	}
@@ -292,6 +312,40 @@ func (s *Set) rebuildLocked() {
 	case s.wake <- struct{}{}:
 	default:
 	}
+}
+
+// updateAliveLocked ends the alive context of every endpoint that left the
+// routed set or that its probes ejected (it answers nothing: hung or gone),
+// and starts one for every routed endpoint that lacks one.
+func (s *Set) updateAliveLocked(routed []State) {
+	ok := make(map[string]bool, len(routed))
+	for _, e := range routed {
+		if c := s.checks[e.ID]; !c.out() || c.byRequests {
+			ok[e.ID] = true
+		}
+	}
+	for id, a := range s.alive {
+		if !ok[id] {
+			a.cancel()
+			delete(s.alive, id)
+		}
+	}
+	for id := range ok {
+		if _, has := s.alive[id]; !has {
+			ctx, cancel := context.WithCancel(context.Background())
+			s.alive[id] = aliveCtx{ctx, cancel}
+		}
+	}
+}
+
+// Alive returns a context that ends when endpoint id stops answering its
+// probes (hung or gone) or leaves the routed set; one that has already ended
+// if it is neither routed nor answering now.
+func (s *Set) Alive(id string) context.Context {
+	if ctx, ok := s.Snapshot().alive[id]; ok {
+		return ctx
+	}
+	return gone
 }
 
 func (s *Set) localIDs() []string {
