@@ -186,6 +186,39 @@ func TestNameConflictAndWrongKey(t *testing.T) {
 		if m := c.members(intruder); m != 1 {
 			t.Fatalf("wrong-key node sees %d members", m)
 		}
+		// The island knows it is one; the others do not think they are.
+		if !intruder.node.Isolated() || !intruder.node.Status().Isolated {
+			t.Fatal("the wrong-key replica does not report itself isolated")
+		}
+		for _, r := range c.sorted() {
+			if r.node.Isolated() {
+				t.Fatalf("%s reports itself isolated", r.name)
+			}
+		}
+	})
+}
+
+// TestFirstJoinIsRetriedPromptly: replicas that start together often start
+// before their seed listens. The first join is retried from 100 ms,
+// doubling, so a replica joins within about a second of its seed, not a
+// whole rejoin interval (10 s) later as before issue 7.
+func TestFirstJoinIsRetriedPromptly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 6)
+		defer c.stopAll()
+		early := c.mustStart("r1", "10.0.0.2:7946") // its seed, 10.0.0.1, is not up
+		time.Sleep(700 * time.Millisecond)
+		c.mustStart("r0", c.seed)
+		start := time.Now()
+		for c.members(early) < 2 {
+			time.Sleep(10 * time.Millisecond)
+			if time.Since(start) > 30*time.Second {
+				t.Fatal("never joined")
+			}
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("joined %v after its seed came up", d)
+		}
 	})
 }
 

@@ -30,9 +30,14 @@ type Config struct {
 	// assumed), IPs or DNS names such as a headless Service. Names are
 	// re-resolved on every attempt. Empty: start a cluster of one.
 	Join []string
-	// RejoinInterval is how often Join is retried, even when joined, so a
-	// healed partition merges back. Default 10s.
+	// RejoinInterval is how often the replica looks for peers that
+	// discovery names and that are not members (a healed partition, a
+	// replica started apart), and joins through up to three of them.
+	// Default 10s. A first join that fails is retried sooner, from 100 ms
+	// doubling up to this.
 	RejoinInterval time.Duration
+	// Resolver resolves Join names; nil: net.DefaultResolver.
+	Resolver Resolver
 	// Key is the memberlist keyring key (16, 24 or 32 bytes; AES-128/192/256).
 	// With a key, a node without it can neither join nor inject state.
 	Key []byte
@@ -182,6 +187,13 @@ func splitHostPort(addr string) (string, int, error) {
 	return host, port, nil
 }
 
+func (c Config) resolver() Resolver {
+	if c.Resolver != nil {
+		return c.Resolver
+	}
+	return net.DefaultResolver
+}
+
 // memberlistConfig builds memberlist's configuration; d is the delegate.
 func (c Config) memberlistConfig(d *delegate) *memberlist.Config {
 	mc := memberlist.DefaultLANConfig()
@@ -198,7 +210,7 @@ func (c Config) memberlistConfig(d *delegate) *memberlist.Config {
 	// over once the old process has been dead this long.
 	mc.DeadNodeReclaimTime = c.StaleAfter
 	mc.Delegate, mc.Events, mc.Conflict = d, d, d
-	mc.Logger = newMemberlistLogger(d.n.log)
+	mc.Logger = newMemberlistLogger(d.n.log, d.n)
 	if c.Transport != nil {
 		mc.Transport = c.Transport
 	}

@@ -10,14 +10,17 @@ import (
 
 // ClusterStatus is what /debug/cluster shows.
 type ClusterStatus struct {
-	Self    string           `json:"self"`
-	View    ViewMode         `json:"view"` // what Loads adds to Remote: our last publication (shared) or Local (exact)
-	Members []MemberStatus   `json:"members"`
-	Entries []EntryStatus    `json:"entries"`
-	Loads   map[string]int64 `json:"loads"` // cluster-wide load per endpoint, as the bound reads it
-	Verdict Verdict          `json:"verdict"`
-	Remote  map[string]int64 `json:"remote"` // the other replicas' part of Loads
-	Local   map[string]int64 `json:"local"`  // this replica's exact live counts
+	Self string `json:"self"`
+	// Isolated: discovery names other replicas, yet none accepted this one
+	// (a wrong --gossip-key, a firewall): it routes on its own counts.
+	Isolated bool             `json:"isolated"`
+	View     ViewMode         `json:"view"` // what Loads adds to Remote: our last publication (shared) or Local (exact)
+	Members  []MemberStatus   `json:"members"`
+	Entries  []EntryStatus    `json:"entries"`
+	Loads    map[string]int64 `json:"loads"` // cluster-wide load per endpoint, as the bound reads it
+	Verdict  Verdict          `json:"verdict"`
+	Remote   map[string]int64 `json:"remote"` // the other replicas' part of Loads
+	Local    map[string]int64 `json:"local"`  // this replica's exact live counts
 }
 
 // MemberStatus is one live memberlist member.
@@ -43,7 +46,7 @@ type EntryStatus struct {
 // Status returns the cluster as this replica sees it.
 func (n *Node) Status() ClusterStatus {
 	now := time.Now()
-	st := ClusterStatus{Self: n.cfg.NodeName, View: n.loads.Mode(), Loads: map[string]int64{}, Remote: map[string]int64{},
+	st := ClusterStatus{Self: n.cfg.NodeName, Isolated: n.Isolated(), View: n.loads.Mode(), Loads: map[string]int64{}, Remote: map[string]int64{},
 		Local: n.bal.Inflight().Counts()}
 	for _, m := range n.liveMembers() {
 		st.Members = append(st.Members, MemberStatus{Name: m.Name, Addr: m.Address()})

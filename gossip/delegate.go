@@ -5,6 +5,9 @@ import (
 	"context"
 	"log"
 	"log/slog"
+	"regexp"
+	"sync"
+	"time"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -103,13 +106,32 @@ func kindName(b []byte) string {
 }
 
 // newMemberlistLogger routes memberlist's "[LEVEL] ..." lines to slog.
-func newMemberlistLogger(l *slog.Logger) *log.Logger {
-	return log.New(logWriter{l}, "", 0)
+// Warnings and errors of one kind (the line with its addresses and numbers
+// taken out) are logged at most once per logEvery, with how many were
+// suppressed meanwhile: memberlist logs one line per bad packet, so garbage
+// or a wrong-key peer on the gossip port would otherwise flood the log.
+// Every line is counted in prefixring_gossip_log_lines_total.
+func newMemberlistLogger(l *slog.Logger, n *Node) *log.Logger {
+	return log.New(&logWriter{l: l, n: n, last: map[string]logKind{}}, "", 0)
 }
 
-type logWriter struct{ l *slog.Logger }
+const logEvery = time.Minute
 
-func (w logWriter) Write(p []byte) (int, error) {
+type logKind struct {
+	at         time.Time
+	suppressed int
+}
+
+type logWriter struct {
+	l    *slog.Logger
+	n    *Node
+	mu   sync.Mutex
+	last map[string]logKind
+}
+
+var logNoise = regexp.MustCompile(`(from=|addr=)?\S*[0-9]\S*`)
+
+func (w *logWriter) Write(p []byte) (int, error) {
 	msg := string(bytes.TrimSpace(p))
 	level := slog.LevelDebug
 	switch {
@@ -120,6 +142,29 @@ func (w logWriter) Write(p []byte) (int, error) {
 	case bytes.HasPrefix(p, []byte("[INFO]")):
 		level = slog.LevelInfo
 	}
-	w.l.Log(context.Background(), level, msg)
+	if level < slog.LevelWarn {
+		w.l.Log(context.Background(), level, msg)
+		return len(p), nil
+	}
+	if w.n != nil && w.n.met != nil {
+		w.n.met.logLines.WithLabelValues(level.String()).Inc()
+	}
+	kind := logNoise.ReplaceAllString(msg, "")
+	now := time.Now()
+	w.mu.Lock()
+	k, seen := w.last[kind]
+	if seen && now.Sub(k.at) < logEvery {
+		k.suppressed++
+		w.last[kind] = k
+		w.mu.Unlock()
+		return len(p), nil
+	}
+	w.last[kind] = logKind{at: now}
+	w.mu.Unlock()
+	if k.suppressed > 0 {
+		w.l.Log(context.Background(), level, msg, "suppressed_since_last", k.suppressed)
+	} else {
+		w.l.Log(context.Background(), level, msg)
+	}
 	return len(p), nil
 }

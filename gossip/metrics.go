@@ -13,6 +13,8 @@ type metrics struct {
 	dropped     *prometheus.CounterVec
 	homeSkipped prometheus.Counter
 	conflicts   prometheus.Counter
+	joins       prometheus.Counter
+	logLines    *prometheus.CounterVec
 }
 
 func newMetrics(n *Node, reg prometheus.Registerer) *metrics {
@@ -42,6 +44,23 @@ func newMetrics(n *Node, reg prometheus.Registerer) *metrics {
 			Help: "Members seen claiming a name already used at another address.",
 		}),
 	}
+	m.joins = f.NewCounter(prometheus.CounterOpts{
+		Name: "prefixring_gossip_join_attempts_total",
+		Help: "Joins through peers that discovery names and that were not members.",
+	})
+	m.logLines = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "prefixring_gossip_log_lines_total",
+		Help: "memberlist's warning and error lines, by level, whether logged or suppressed (at most one a minute of each kind is logged: garbage on the gossip port must not flood the log).",
+	}, []string{"level"})
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "prefixring_gossip_isolated",
+		Help: "1 while discovery names other replicas but none accepts this one (a wrong --gossip-key, a firewall): the replica routes on its own counts.",
+	}, func() float64 {
+		if n.Isolated() {
+			return 1
+		}
+		return 0
+	})
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "prefixring_gossip_members",
 		Help: "Live members of the gossip cluster, this replica included.",

@@ -51,8 +51,10 @@ type Node struct {
 	members map[string]memberlist.Node // copies taken in event callbacks
 
 	conflict atomic.Pointer[string] // address of a member holding our name
+	isolated atomic.Bool            // discovery names peers, none of whom we could join
 	stop     chan struct{}
 	wg       sync.WaitGroup
+	joinWG   sync.WaitGroup // joins still running after Start stopped waiting
 	left     atomic.Bool
 }
 
@@ -119,10 +121,13 @@ func (n *Node) Loads() *ClusterLoads { return n.loads }
 // Name returns this node's name.
 func (n *Node) Name() string { return n.cfg.NodeName }
 
-// Start creates the memberlist member, joins the configured peers once and
-// starts the publish, merge and rejoin loops; they stop at [Node.Leave] or
-// [Node.Close]. Failing to reach any peer is not an error: the rejoin loop
-// keeps trying. ctx bounds only the first join.
+// Start creates the memberlist member, makes a first attempt to join the
+// configured peers (bounded by ctx: an unreachable or silent peer does not
+// hold up the router's start), and starts the publish, merge and join loops;
+// they stop at [Node.Leave] or [Node.Close]. Failing to reach any peer is
+// not an error: the join loop retries promptly, with backoff, until the
+// first join succeeds, then rejoins whenever discovery names replicas that
+// are not members (see join.go).
 func (n *Node) Start(ctx context.Context) error {
 	ml, err := memberlist.Create(n.cfg.memberlistConfig(&delegate{n: n}))
 	if err != nil {
@@ -131,48 +136,20 @@ func (n *Node) Start(ctx context.Context) error {
 	n.ml = ml
 	n.addr = ml.LocalNode().Address()
 	n.publish(time.Now(), true)
+	first := false
 	if len(n.cfg.Join) > 0 {
-		n.join(ctx)
+		first = n.joinBounded(ctx)
 	}
 	if c := n.conflict.Load(); c != nil {
 		_ = ml.Shutdown()
+		n.joinWG.Wait()
 		return fmt.Errorf("%w: %q is at %s", ErrNameConflict, n.cfg.NodeName, *c)
 	}
 	n.wg.Add(3)
 	go n.loop()
 	go n.sender()
-	go n.rejoin()
+	go n.joinLoop(first)
 	return nil
-}
-
-func (n *Node) join(ctx context.Context) {
-	if ctx.Err() != nil {
-		return
-	}
-	k, err := n.ml.Join(n.cfg.Join)
-	n.log.Debug("join", "peers", n.cfg.Join, "contacted", k, "err", err)
-	if k == 0 && err != nil {
-		n.log.Warn("gossip join failed; will retry", "peers", n.cfg.Join, "err", err)
-	}
-}
-
-// rejoin retries the join list, re-resolving names, so replicas that were
-// partitioned, or started before their peers, find each other.
-func (n *Node) rejoin() {
-	defer n.wg.Done()
-	if len(n.cfg.Join) == 0 {
-		return
-	}
-	t := time.NewTicker(n.cfg.RejoinInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-t.C:
-			n.join(context.Background())
-		}
-	}
 }
 
 // loop owns merging: it drains the inbox and publishes on the ticker.
@@ -333,5 +310,6 @@ func (n *Node) shutdown() error {
 	close(n.stop)
 	err := n.ml.Shutdown()
 	n.wg.Wait()
+	n.joinWG.Wait()
 	return err
 }

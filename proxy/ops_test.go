@@ -202,3 +202,21 @@ func TestForgetEndpointDeletesItsSeries(t *testing.T) {
 	var m *Metrics
 	m.ForgetEndpoint(gone) // nil Metrics: no-op
 }
+
+// TestReadyzReportsDegradedButStaysReady: a degraded replica (a gossip
+// island) still answers every request, so it stays ready, and says why in
+// the body.
+func TestReadyzReportsDegradedButStaysReady(t *testing.T) {
+	why := ""
+	h := readyz(Ops{Status: func() ([]ring.EndpointStatus, int64) {
+		return []ring.EndpointStatus{{ID: "a", Healthy: true}}, 1
+	}, Degraded: func() string { return why }})
+	for _, w := range []string{"", "gossip isolated"} {
+		why = w
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), "degraded") != (w != "") {
+			t.Fatalf("degraded %q: %d %s", w, rec.Code, rec.Body)
+		}
+	}
+}

@@ -21,6 +21,12 @@ type Ops struct {
 	// Draining makes /readyz fail, so load balancers stop sending new
 	// requests while in-flight ones finish.
 	Draining func() bool
+	// Degraded, when it returns a reason, is reported in /readyz's body
+	// while the replica stays ready: it still answers every request, only
+	// less well (a gossip island routes on its own counts). Failing
+	// readiness instead would take every replica of a misconfigured
+	// cluster out of service at once.
+	Degraded func() string
 	// Extra are more admin routes, such as /debug/cluster.
 	Extra map[string]http.Handler
 	// Pprof adds Go's profiler under /debug/pprof/ to the admin routes.
@@ -105,7 +111,13 @@ func readyz(ops Ops) http.Handler {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "no healthy endpoint", "endpoints": len(st)})
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "healthy_endpoints": healthy, "endpoints": len(st)})
+		body := map[string]any{"status": "ready", "healthy_endpoints": healthy, "endpoints": len(st)}
+		if ops.Degraded != nil {
+			if why := ops.Degraded(); why != "" {
+				body["degraded"] = why
+			}
+		}
+		writeJSON(w, http.StatusOK, body)
 	})
 }
 

@@ -79,7 +79,7 @@ type clusterWiring struct {
 // observations to the node, and the node hands the cluster's verdict back
 // to the set.
 func newClusterWiring(c *cli.Context, bal *ring.Balancer, set *upstream.Set, reg prometheus.Registerer, log *slog.Logger) (*clusterWiring, error) {
-	w := &clusterWiring{Picker: bal}
+	w := &clusterWiring{Picker: bal, Extra: map[string]http.Handler{}}
 	cfg, on, err := gossipConfig(c)
 	if err != nil || !on {
 		return w, err
@@ -91,8 +91,16 @@ func newClusterWiring(c *cli.Context, bal *ring.Balancer, set *upstream.Set, reg
 	}
 	set.SetArbiter(n)
 	w.node, w.Picker = n, n
-	w.Extra = map[string]http.Handler{"GET /debug/cluster": n.DebugHandler()}
+	w.Extra["GET /debug/cluster"] = n.DebugHandler()
 	return w, nil
+}
+
+// degraded says why the replica routes less well than it should, or "".
+func (w *clusterWiring) degraded() string {
+	if w.node != nil && w.node.Isolated() {
+		return "gossip isolated: discovery names other replicas but none accepted this one (check --gossip-key); routing on this replica's own counts"
+	}
+	return ""
 }
 
 // start joins the cluster; a no-op with gossip off.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"context"
 	"errors"
 	"fmt"
@@ -146,8 +147,9 @@ func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
 	}
 	ops := proxy.Ops{
 		Gatherer: r.reg, Status: bal.Status, LoadFactor: rc.LoadFactor, Draining: r.draining.Load,
-		Extra: r.cluster.Extra, Pprof: c.Bool("pprof"),
+		Extra: r.cluster.Extra, Pprof: c.Bool("pprof"), Degraded: r.cluster.degraded,
 	}
+	ops.Extra["GET /debug/endpoints"] = jsonHandler(func() any { return r.endpoints.Health() })
 	sc := proxy.DefaultServerConfig()
 	sc.IdleTimeout, sc.MaxConnections = c.Duration("client-idle-timeout"), c.Int("max-connections")
 	if r.public, err = proxy.NewServer(sc, proxy.Public(router, ops), log); err != nil {
@@ -239,6 +241,16 @@ func (r *replica) drain(delay, timeout time.Duration, done <-chan error, log *sl
 	}
 	r.transport.CloseIdleConnections()
 	log.Info("stopped")
+}
+
+// jsonHandler serves what v returns as JSON.
+func jsonHandler(v func() any) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(v())
+	})
 }
 
 // applySnapshot hands the endpoint set and its health to the balancer in

@@ -36,8 +36,9 @@ func startServe(t *testing.T, name string, args ...string) *proc {
 
 // clusterView is the part of /debug/cluster the test reads.
 type clusterView struct {
-	Members []struct{ Name, Addr string } `json:"members"`
-	Loads   map[string]int64              `json:"loads"`
+	Members  []struct{ Name, Addr string } `json:"members"`
+	Loads    map[string]int64              `json:"loads"`
+	Isolated bool                          `json:"isolated"`
 }
 
 func (p *proc) cluster(t *testing.T) clusterView {
@@ -193,6 +194,18 @@ func TestGossipMultiProcess(t *testing.T) {
 	time.Sleep(time.Second)
 	if n := len(intruder.cluster(t).Members); n != 1 {
 		t.Fatalf("wrong-key replica sees %d members", n)
+	}
+	// The island says so: /debug/cluster, and /readyz stays ready (it still
+	// answers every request) with the reason in its body.
+	waitFor(t, "the wrong-key replica to report itself isolated", 5*time.Second, func() bool { return intruder.cluster(t).Isolated })
+	if resp, err := http.Get(intruder.URL + "/readyz"); err != nil {
+		t.Fatal(err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "gossip isolated") {
+			t.Fatalf("island /readyz: %d %s", resp.StatusCode, b)
+		}
 	}
 	for _, r := range reps {
 		v := r.cluster(t)

@@ -1,0 +1,114 @@
+package gossip
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/prefixring/prefixring/ring"
+)
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// realNode starts a node on a real loopback socket.
+func realNode(t *testing.T, ctx context.Context, name string, join []string, logs *syncBuffer) (*Node, *prometheus.Registry) {
+	t.Helper()
+	bal, err := ring.NewBalancer(ring.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log *slog.Logger
+	if logs != nil {
+		log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	reg := prometheus.NewRegistry()
+	n, err := New(Config{NodeName: name, BindAddr: "127.0.0.1:0", Join: join, Key: []byte("0123456789abcdef"),
+		Tune: func(c *memberlist.Config) { c.TCPTimeout = 2 * time.Second }}, bal, reg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	return n, reg
+}
+
+// TestStartBoundsTheJoin: a peer that accepts the connection and never
+// answers does not hold up Start beyond its context (memberlist's Join
+// takes none and would wait its whole TCP timeout).
+func TestStartBoundsTheJoin(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // accept, say nothing
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	realNode(t, ctx, "r0", []string{ln.Addr().String()}, nil)
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("Start took %v with a 300 ms context", d)
+	}
+}
+
+// TestGarbageOnTheGossipPortIsCountedNotLoggedPerPacket: memberlist logs
+// one ERROR line per undecryptable packet; 200 of them make at most a line
+// or two, and every one is counted.
+func TestGarbageOnTheGossipPortIsCountedNotLoggedPerPacket(t *testing.T) {
+	logs := &syncBuffer{}
+	n, reg := realNode(t, context.Background(), "r0", nil, logs)
+	conn, err := net.Dial("udp", n.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for i := range 200 {
+		_, _ = conn.Write([]byte(strings.Repeat("garbage!", 1+i%7)))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(n.met.logLines.WithLabelValues("ERROR")) < 200 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := testutil.ToFloat64(n.met.logLines.WithLabelValues("ERROR")); got < 200 {
+		t.Fatalf("counted %v of 200 bad packets", got)
+	}
+	if lines := strings.Count(logs.String(), "level=ERROR"); lines == 0 || lines > 2 {
+		t.Fatalf("%d ERROR lines for 200 bad packets:\n%s", lines, logs.String())
+	}
+	_ = reg
+}
