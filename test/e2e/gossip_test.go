@@ -87,10 +87,14 @@ func newUpstreams(t *testing.T, n int) *upstreams {
 		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body)
 			if r.URL.Path != "/health" {
-				select { // held, unless the router hangs up
-				case <-time.After(time.Duration(u.delay.Load())):
-				case <-r.Context().Done():
-					return
+				// Held while the delay lasts (re-read, so lowering it
+				// releases held requests), unless the router hangs up.
+				for start := time.Now(); time.Since(start) < time.Duration(u.delay.Load()); {
+					select {
+					case <-time.After(5 * time.Millisecond):
+					case <-r.Context().Done():
+						return
+					}
 				}
 			}
 			w.Header().Set("Content-Type", "application/json")
