@@ -201,7 +201,7 @@ func TestGossipMultiProcess(t *testing.T) {
 	}
 	// The island says so: /debug/cluster, and /readyz stays ready (it still
 	// answers every request) with the reason in its body.
-	waitFor(t, "the wrong-key replica to report itself isolated", 5*time.Second, func() bool { return intruder.cluster(t).Isolated })
+	waitFor(t, "the wrong-key replica to report itself isolated", 15*time.Second, func() bool { return intruder.cluster(t).Isolated })
 	if resp, err := http.Get(intruder.URL + "/readyz"); err != nil {
 		t.Fatal(err)
 	} else {
