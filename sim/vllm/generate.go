@@ -22,6 +22,11 @@ type call struct {
 }
 
 func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool) {
+	// As vLLM with --enable-request-id-headers: the client's request id
+	// comes back on the response, so a client can tell its answer is its own.
+	if id := r.Header.Get("X-Request-Id"); id != "" {
+		w.Header().Set("X-Request-Id", id)
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		writeError(w, badRequest("could not read the request body: "+err.Error()))

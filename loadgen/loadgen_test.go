@@ -1,0 +1,326 @@
+package loadgen
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/prefixring/prefixring/sim/vllm"
+	"github.com/prefixring/prefixring/sim/workload"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// simServers starts n simulated vLLM servers on loopback.
+func simServers(t *testing.T, n int) []string {
+	t.Helper()
+	var urls []string
+	for range n {
+		reg := prometheus.NewRegistry()
+		cfg := vllm.DefaultConfig()
+		cfg.Model = "m"
+		s, err := vllm.New(cfg, reg, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { s.Run(ctx); close(done) }()
+		hs := httptest.NewServer(s.Handler())
+		t.Cleanup(func() { hs.Close(); cancel(); <-done })
+		urls = append(urls, hs.URL)
+	}
+	return urls
+}
+
+func multiTurn(t *testing.T, conversations, turns int) []workload.Session {
+	t.Helper()
+	w := workload.DefaultMultiTurn(workload.Chat)
+	w.Conversations, w.Turns, w.OutputTokens = conversations, turns, 8
+	ss, err := w.Sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ss
+}
+
+func config(urls ...string) Config {
+	c := DefaultConfig()
+	c.URLs, c.ThinkScale, c.Timeout = urls, 0, 30*time.Second
+	return c
+}
+
+// Against simulated engines, every request succeeds, every answer is
+// checked by its echoed id, and the cached share the responses report is
+// the one the engines' own counters report.
+func TestClosedLoopAgainstSimulatedEngines(t *testing.T) {
+	urls := simServers(t, 2)
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprint("stream=", stream), func(t *testing.T) {
+			cfg := config(urls...)
+			cfg.Concurrency, cfg.Stream, cfg.EngineMetrics = 4, stream, urls
+			rep, err := Run(context.Background(), cfg, multiTurn(t, 8, 3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Requests != 24 || rep.OK != 24 || rep.Verified != 24 {
+				t.Fatalf("requests %d ok %d verified %d, want 24 each; errors %v %v", rep.Requests, rep.OK, rep.Verified, rep.Errors, rep.FirstErrors)
+			}
+			if rep.Model != "m" {
+				t.Errorf("model %q, want the one /v1/models lists", rep.Model)
+			}
+			if rep.Engine == nil || rep.Engine.Source != "vllm" || rep.Engine.PromptTokens != float64(rep.PromptTokens) ||
+				rep.Engine.CachedTokens != float64(rep.CachedTokens) {
+				t.Fatalf("engine counts %+v, responses: %d prompt, %d cached", rep.Engine, rep.PromptTokens, rep.CachedTokens)
+			}
+			if rep.CachedTokens == 0 {
+				t.Error("no cached tokens over conversations that share system prompts")
+			}
+			if rep.OutputTokens != 24*8 || rep.TTFT.N != 24 || rep.TTFT.P50 <= 0 || rep.E2E.P99 < rep.TTFT.P99 {
+				t.Errorf("output %d, ttft %+v, e2e %+v", rep.OutputTokens, rep.TTFT, rep.E2E)
+			}
+			if stream && rep.ITL.N == 0 {
+				t.Error("streams measured no inter-token latency")
+			}
+			// Two URLs in turn, turns sequential per conversation: later
+			// turns land on both engines, counted in LaterTurns.
+			if rep.LaterTurns != 16 || len(rep.Endpoints) != 2 {
+				t.Errorf("later turns %d, endpoints %v", rep.LaterTurns, rep.Endpoints)
+			}
+		})
+	}
+}
+
+// A refused connection moves the request to the next URL, as a client of
+// DNS round-robin with several A records does.
+func TestRefusedConnectionMovesToTheNextURL(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	urls := simServers(t, 1)
+	cfg := config(dead, urls[0])
+	cfg.Concurrency = 2
+	rep, err := Run(context.Background(), cfg, multiTurn(t, 4, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK != 8 || rep.Failovers == 0 {
+		t.Fatalf("ok %d of 8, failovers %d; errors %v", rep.OK, rep.Failovers, rep.FirstErrors)
+	}
+
+	cfg = config(dead)
+	cfg.Model = "m"
+	rep, err = Run(context.Background(), cfg, multiTurn(t, 1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Errors[ErrConnect] != 1 {
+		t.Fatalf("errors %v, want one %s", rep.Errors, ErrConnect)
+	}
+}
+
+// swapper answers each request with another request's answer: the echoed
+// id of the request before it, or, with noEcho, a prompt-token count that
+// shrinks.
+type swapper struct {
+	mu     sync.Mutex
+	prev   string
+	noEcho bool
+	n      atomic.Int64
+}
+
+func (s *swapper) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	s.mu.Lock()
+	id := s.prev
+	s.prev = r.Header.Get("X-Request-Id")
+	s.mu.Unlock()
+	if id == "" {
+		id = r.Header.Get("X-Request-Id")
+	}
+	if !s.noEcho {
+		w.Header().Set("X-Request-Id", id)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":%d,"completion_tokens":1}}`, 1000-s.n.Add(1))
+}
+
+// A response that answers another request fails the run: by its echoed
+// X-Request-Id, or, from a server that echoes none, by a later turn that
+// reports fewer prompt tokens than the turn before it.
+func TestAnswersToOtherRequestsAreCaught(t *testing.T) {
+	for _, noEcho := range []bool{false, true} {
+		t.Run(fmt.Sprint("noEcho=", noEcho), func(t *testing.T) {
+			hs := httptest.NewServer(&swapper{noEcho: noEcho})
+			defer hs.Close()
+			cfg := config(hs.URL)
+			cfg.Model, cfg.Concurrency = "m", 1
+			rep, err := Run(context.Background(), cfg, multiTurn(t, 2, 3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Errors[ErrMismatch] == 0 {
+				t.Fatalf("no mismatch caught: %+v", rep.Errors)
+			}
+		})
+	}
+}
+
+// Failures are counted by kind: a 5xx, a 4xx, a stream cut before [DONE],
+// an error event in a stream, a body that is no completion, a timeout.
+func TestErrorsAreCountedByKind(t *testing.T) {
+	cases := map[string]http.HandlerFunc{
+		ErrHTTP5xx: func(w http.ResponseWriter, r *http.Request) { http.Error(w, `{"error":{}}`, 503) },
+		ErrHTTP4xx: func(w http.ResponseWriter, r *http.Request) { http.Error(w, `{"error":{}}`, 400) },
+		ErrStream + "/cut": func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n")
+		},
+		ErrStream + "/event": func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, "data: {\"error\":{\"message\":\"upstream gone\",\"code\":\"stream_interrupted\"}}\n\ndata: [DONE]\n\n")
+		},
+		ErrDecode: func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "data: not json\n\n") },
+		ErrTimeout: func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body) // so the server sees the client hang up
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
+		},
+	}
+	for name, h := range cases {
+		t.Run(name, func(t *testing.T) {
+			hs := httptest.NewServer(h)
+			defer hs.Close()
+			cfg := config(hs.URL)
+			cfg.Model, cfg.Stream, cfg.Concurrency = "m", true, 1
+			if name == ErrTimeout {
+				cfg.Timeout = 200 * time.Millisecond
+			}
+			rep, err := Run(context.Background(), cfg, multiTurn(t, 2, 3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			kind, _, _ := strings.Cut(name, "/")
+			// A failed turn ends its conversation: one failure each.
+			if rep.Requests != 2 || rep.Errors[kind] != 2 || rep.OK != 0 {
+				t.Fatalf("requests %d, errors %v, want 2 of kind %s", rep.Requests, rep.Errors, kind)
+			}
+		})
+	}
+}
+
+// Open loop: sessions start on a Poisson process at the rate asked, and
+// --requests caps the requests sent, whatever the workload holds.
+func TestOpenLoopRateAndRequestCap(t *testing.T) {
+	urls := simServers(t, 1)
+	cfg := config(urls...)
+	cfg.Rate, cfg.Requests = 200, 10
+	start := time.Now()
+	rep, err := Run(context.Background(), cfg, multiTurn(t, 40, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Requests != 10 || rep.OK != 10 {
+		t.Fatalf("sent %d, ok %d; want 10", rep.Requests, rep.OK)
+	}
+	// 10 starts at 200/s take ~45 ms; the workload's own starts (2/s)
+	// would take seconds.
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("took %v: the rate was not applied", d)
+	}
+}
+
+func TestEngineMetricsOfLlamaCpp(t *testing.T) {
+	var calls atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1) // before: 100 computed, 0 cached; after: 160 computed, 240 cached
+		fmt.Fprintf(w, "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total %d\n"+
+			"# TYPE llamacpp:prompt_tokens_cached_total counter\nllamacpp:prompt_tokens_cached_total %d\n", 100+60*(n-1), 240*(n-1))
+	}))
+	defer hs.Close()
+	a, err := scrapeAll(context.Background(), []string{hs.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := scrapeAll(context.Background(), []string{hs.URL + "/metrics"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := b.minus(a)
+	if got.Source != "llamacpp" || got.PromptTokens != 300 || got.CachedTokens != 240 || got.CachedShare != 0.8 {
+		t.Fatalf("%+v, want 300 prompt tokens of which 240 cached (share 0.8)", got)
+	}
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "up 1") }))
+	defer bad.Close()
+	if _, err := scrapeAll(context.Background(), []string{bad.URL}); err == nil || !strings.Contains(err.Error(), "neither") {
+		t.Fatalf("metrics without cache counters: %v", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, c := range []Config{
+		{},
+		{URLs: []string{"127.0.0.1:8000"}, Timeout: time.Second},
+		{URLs: []string{"http://a"}, Timeout: time.Second, Rate: 1, Concurrency: 1},
+		{URLs: []string{"http://a"}, Timeout: time.Second, Rate: -1},
+		{URLs: []string{"http://a"}, Timeout: 0},
+		{URLs: []string{"http://a"}, Timeout: time.Second, EngineMetrics: []string{"a:1"}},
+	} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("%+v: no error", c)
+		}
+	}
+	good := config("http://a")
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := SplitList(" http://a/, ,http://b"); strings.Join(got, " ") != "http://a http://b" {
+		t.Fatalf("SplitList: %q", got)
+	}
+}
+
+func TestReportRoundTripAndCompare(t *testing.T) {
+	urls := simServers(t, 1)
+	cfg := config(urls...)
+	cfg.Concurrency = 2
+	rep, err := Run(context.Background(), cfg, multiTurn(t, 2, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.Label = "one"
+	p := filepath.Join(t.TempDir(), "r.json")
+	if err := rep.WriteJSON(p); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadReport(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(rep)
+	b, _ := json.Marshal(back)
+	if string(a) != string(b) {
+		t.Fatalf("round trip changed the report:\n%s\n%s", a, b)
+	}
+	var out strings.Builder
+	back.Label = "two"
+	PrintCompare(&out, rep, back)
+	if !strings.Contains(out.String(), "one") || !strings.Contains(out.String(), "two") || !strings.Contains(out.String(), "4 / 4") {
+		t.Fatalf("compare table:\n%s", out.String())
+	}
+}
