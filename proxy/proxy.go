@@ -11,15 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prefixring/prefixring/policy"
 	"github.com/prefixring/prefixring/prefix"
 	"github.com/prefixring/prefixring/ring"
 )
-
-// Picker leases an endpoint for a request: the CHWBL balancer, or a
-// baseline policy.
-type Picker interface {
-	Acquire(ring.Request) (ring.Lease, error)
-}
 
 // Keyer derives a request's affinity key from its body.
 type Keyer interface {
@@ -53,7 +48,7 @@ type Observer interface {
 // Router is the request path: an http.Handler for the proxied routes.
 type Router struct {
 	cfg      Config
-	picker   Picker
+	picker   policy.Picker
 	keyer    Keyer
 	targets  Targets
 	observer Observer
@@ -64,7 +59,7 @@ type Router struct {
 
 // Deps are the Router's collaborators. Observer and Metrics may be nil.
 type Deps struct {
-	Picker   Picker
+	Picker   policy.Picker
 	Keyer    Keyer
 	Targets  Targets
 	Observer Observer

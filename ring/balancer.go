@@ -196,3 +196,33 @@ func (b *Balancer) Status() ([]EndpointStatus, int64) {
 	}
 	return out, s.state.Bound()
 }
+
+// Candidate is an endpoint a request may go to, with the load the bound
+// reads for it (cluster-wide when gossip sets the loads).
+type Candidate struct {
+	ID   string
+	Load int64
+}
+
+// Candidates appends to dst the endpoints a request that already tried
+// exclude may go to now (healthy, not excluded), in ID order, with their
+// loads: what a policy other than the ring's chooses from.
+func (b *Balancer) Candidates(exclude []string, dst []Candidate) []Candidate {
+	s := b.snap.Load()
+	if s.ring == nil {
+		return dst
+	}
+	for i, id := range s.ring.ids {
+		if s.state.usable(s.ring, i, exclude) {
+			dst = append(dst, Candidate{ID: id, Load: s.state.load(id)})
+		}
+	}
+	return dst
+}
+
+// AcquireOn counts a request on endpoint id, chosen by a policy other than
+// the ring's (one of [Balancer.Candidates]), with decision d. Release the
+// lease when the request ends; its count is gossiped like any other.
+func (b *Balancer) AcquireOn(id string, d Decision) Lease {
+	return Lease{Endpoint: id, Decision: d, h: &hold{c: b.inflight.acquire(id)}}
+}

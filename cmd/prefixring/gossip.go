@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/prefixring/prefixring/gossip"
+	"github.com/prefixring/prefixring/policy"
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/upstream"
 )
@@ -67,9 +68,7 @@ type clusterWiring struct {
 	node *gossip.Node // nil: gossip off
 	// Picker, HealthSink and SetEndpoints replace the balancer's own in the
 	// proxy wiring: with gossip on, they go through the cluster verdict.
-	Picker interface {
-		Acquire(ring.Request) (ring.Lease, error)
-	}
+	Picker policy.Picker
 	// Extra are routes to add to the ops mux (/debug/cluster).
 	Extra map[string]http.Handler
 }

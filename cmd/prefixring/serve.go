@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prefixring/prefixring/policy"
 	"github.com/prefixring/prefixring/prefix"
 	"github.com/prefixring/prefixring/proxy"
 	"github.com/prefixring/prefixring/ring"
@@ -34,6 +35,7 @@ func serveFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "endpoints", EnvVars: env("endpoints"), Usage: "inference server roots, comma-separated (http://10.0.0.7:8000; a trailing /v1 is dropped), each optionally labelled (gpu-a=http://10.0.0.7:8000: the label is what clients and logs see)"},
 		&cli.StringFlag{Name: "endpoints-dns", EnvVars: env("endpoints-dns"), Usage: "discover endpoints from DNS: host:port (A/AAAA records, e.g. a headless Service) or an SRV name _svc._tcp.host; routed together with --endpoints"},
 		&cli.DurationFlag{Name: "dns-interval", Value: 10 * time.Second, EnvVars: env("dns-interval"), Usage: "how often --endpoints-dns is re-resolved"},
+		&cli.StringFlag{Name: "policy", Value: policy.Default, EnvVars: env("policy"), Usage: "routing policy: chwbl (prefix affinity with bounded loads, gossiped), or a load-only baseline to compare it with: " + strings.Join(policy.Names[1:], ", ")},
 		&cli.Float64Flag{Name: "load-factor", Value: rd.LoadFactor, EnvVars: env("load-factor"), Usage: "c in the bound: an endpoint takes a request while, with it, it holds at most ceil(c*(total+1)/n) in flight"},
 		&cli.Int64Flag{Name: "min-bound", Value: rd.MinBound, EnvVars: env("min-bound"), Usage: "every endpoint may hold this many requests whatever the bound says (keeps keys home at low load; 0: the textbook bound)"},
 		&cli.IntFlag{Name: "prefix-chars", Value: prefix.DefaultConfig().MaxChars, EnvVars: env("prefix-chars"), Usage: "how much prompt text (characters) the affinity key reads"},
@@ -138,8 +140,12 @@ func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
 	pc.ClientBodyTimeout, pc.RetryTimeout = c.Duration("client-body-timeout"), c.Duration("retry-timeout")
 	pc.UpstreamTimeout = c.Duration("upstream-timeout")
 	r.transport = proxy.NewTransport(pc)
+	picker, err := policy.New(c.String("policy"), r.cluster.Picker, bal, uint64(time.Now().UnixNano()))
+	if err != nil {
+		return nil, err
+	}
 	router, err := proxy.NewRouter(pc, proxy.Deps{
-		Picker: r.cluster.Picker, Keyer: keyer, Targets: r.endpoints, Observer: r.endpoints, Metrics: metrics, Log: log,
+		Picker: picker, Keyer: keyer, Targets: r.endpoints, Observer: r.endpoints, Metrics: metrics, Log: log,
 		Transport: r.transport,
 	})
 	if err != nil {

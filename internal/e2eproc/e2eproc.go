@@ -41,7 +41,7 @@ func Binary(t testing.TB) string {
 	return binPath
 }
 
-// Proc is a running `prefixring serve`.
+// Proc is a running `prefixring serve` or `prefixring sim`.
 type Proc struct {
 	Name  string
 	Cmd   *exec.Cmd
@@ -53,6 +53,7 @@ type Proc struct {
 var (
 	servingRe = regexp.MustCompile(`msg=serving listen=(\S+)`)
 	adminRe   = regexp.MustCompile(`msg=admin listen=(\S+)`)
+	simRe     = regexp.MustCompile(`msg="simulated vLLM server listening" addr=(\S+)`)
 )
 
 // Serve starts `prefixring serve --listen 127.0.0.1:0 --admin-listen
@@ -60,7 +61,25 @@ var (
 // kills it.
 func Serve(t testing.TB, name string, args ...string) *Proc {
 	t.Helper()
-	cmd := exec.Command(Binary(t), append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, args...)...)
+	p, got := start(t, name, append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, args...), adminRe, servingRe)
+	p.Admin, p.URL = "http://"+got[0], "http://"+got[1]
+	return p
+}
+
+// Sim starts `prefixring sim --listen 127.0.0.1:0 args...` (one simulated
+// vLLM server) and waits until it listens; URL is its root.
+func Sim(t testing.TB, name string, args ...string) *Proc {
+	t.Helper()
+	p, got := start(t, name, append([]string{"sim", "--listen", "127.0.0.1:0"}, args...), simRe)
+	p.URL = got[0]
+	return p
+}
+
+// start runs the binary with argv and waits for the first match of each
+// of res on its stderr, in order; it returns the matches' first groups.
+func start(t testing.TB, name string, argv []string, res ...*regexp.Regexp) (*Proc, []string) {
+	t.Helper()
+	cmd := exec.Command(Binary(t), argv...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -69,15 +88,16 @@ func Serve(t testing.TB, name string, args ...string) *Proc {
 		t.Fatal(err)
 	}
 	p := &Proc{Name: name, Cmd: cmd, done: make(chan error, 1)}
-	addr, admin := make(chan string, 1), make(chan string, 1)
+	found := make(chan string, len(res))
 	go func() {
 		sc := bufio.NewScanner(stderr)
+		next := 0
 		for sc.Scan() {
-			if m := servingRe.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-			if m := adminRe.FindStringSubmatch(sc.Text()); m != nil {
-				admin <- m[1]
+			if next < len(res) {
+				if m := res[next].FindStringSubmatch(sc.Text()); m != nil {
+					found <- m[1]
+					next++
+				}
 			}
 			if testing.Verbose() {
 				t.Log(name, sc.Text())
@@ -89,16 +109,19 @@ func Serve(t testing.TB, name string, args ...string) *Proc {
 		_ = cmd.Process.Kill()
 		p.Exit(time.Minute)
 	})
-	select {
-	case a := <-addr:
-		p.URL = "http://" + a
-		p.Admin = "http://" + <-admin // logged before serving
-	case err := <-p.done:
-		t.Fatalf("%s exited: %v", name, err)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s did not start", name)
+	got := make([]string, 0, len(res))
+	deadline := time.After(60 * time.Second)
+	for len(got) < len(res) {
+		select {
+		case m := <-found:
+			got = append(got, m)
+		case err := <-p.done:
+			t.Fatalf("%s exited: %v", name, err)
+		case <-deadline:
+			t.Fatalf("%s did not start", name)
+		}
 	}
-	return p
+	return p, got
 }
 
 // Exit waits up to limit (0: not at all) for the process to exit and

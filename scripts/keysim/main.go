@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prefixring/prefixring/policy"
 	"github.com/prefixring/prefixring/prefix"
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/sim/engine"
@@ -77,7 +78,7 @@ func keyer(chars int) workload.KeyFunc {
 	}
 }
 
-func run(engines int, p fleet.Picker, key workload.KeyFunc, reqs []workload.Request) *fleet.Result {
+func run(engines int, p policy.Picker, key workload.KeyFunc, reqs []workload.Request) *fleet.Result {
 	res, err := fleet.Run(fleet.Config{Engines: engines, Engine: engine.DefaultConfig(), Picker: p, Key: key}, reqs)
 	check(err)
 	return res

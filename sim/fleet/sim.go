@@ -4,19 +4,13 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"github.com/prefixring/prefixring/sim/workload"
 	"slices"
 	"time"
 
-	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/policy"
 	"github.com/prefixring/prefixring/sim/engine"
+	"github.com/prefixring/prefixring/sim/workload"
 )
-
-// Picker chooses an endpoint for a request and counts it until the lease is
-// released: the seam the proxy uses too (ring.Balancer implements it).
-type Picker interface {
-	Acquire(ring.Request) (ring.Lease, error)
-}
 
 // Config configures a fleet.
 type Config struct {
@@ -25,7 +19,7 @@ type Config struct {
 	// Engine configures every engine.
 	Engine engine.Config
 	// Picker routes requests. Its endpoints must be EndpointIDs(Engines).
-	Picker Picker
+	Picker policy.Picker
 	// Key gives a request's affinity key; nil leaves every request unkeyed.
 	Key workload.KeyFunc
 }

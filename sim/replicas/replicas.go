@@ -70,7 +70,7 @@ type delivery struct {
 	entry gossip.Entry
 }
 
-// Picker implements fleet.Picker over R replicas.
+// Picker implements policy.Picker over R replicas.
 type Picker struct {
 	cfg  Config
 	reps []*replica

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prefixring/prefixring/internal/e2eproc"
+)
+
+// --policy round-robin sends one prompt to every endpoint in turn; the
+// default (chwbl) keeps it on one.
+func TestPolicyFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	f := newFleet(t, 3)
+	for _, tc := range []struct {
+		args []string
+		want int // distinct endpoints for 6 sequential requests of one prompt
+	}{
+		{nil, 1},
+		{[]string{"--policy", "round-robin"}, 3},
+	} {
+		r := startRouter(t, append([]string{"--endpoints", f.urls()}, tc.args...)...)
+		seen := map[string]bool{}
+		for range 6 {
+			resp, body := post(t, r.URL, chat("same"))
+			if resp.StatusCode != 200 {
+				t.Fatalf("%v: %d %s", tc.args, resp.StatusCode, body)
+			}
+			seen[resp.Header.Get("X-Prefixring-Endpoint")] = true
+		}
+		if len(seen) != tc.want {
+			t.Errorf("%v: one prompt went to %d endpoints %v, want %d", tc.args, len(seen), seen, tc.want)
+		}
+	}
+	out, err := exec.Command(e2eproc.Binary(t), "serve", "--policy", "nope", "--endpoints", f.urls()).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `unknown policy "nope"`) {
+		t.Fatalf("--policy nope: %v\n%s", err, out)
+	}
+}
+
+// prefixring load, through the router, against simulated engines: every
+// request answered and checked, the report written, and --compare reads it.
+func TestLoadThroughTheRouter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := e2eproc.Binary(t)
+	sims := startSims(t, 2)
+	r := startRouter(t, "--endpoints", strings.Join(sims, ","))
+	dir := t.TempDir()
+	report := filepath.Join(dir, "r.json")
+	out, err := exec.Command(bin, "load", "--url", r.URL, "--workload", "multi-turn", "--requests", "24",
+		"--concurrency", "4", "--think-scale", "0", "--max-tokens", "4", "--stream", "--label", "chwbl",
+		"--engine-metrics", strings.Join(sims, ","), "--json", report).CombinedOutput()
+	if err != nil {
+		t.Fatalf("load: %v\n%s", err, out)
+	}
+	var rep struct {
+		Requests   int `json:"requests"`
+		OK         int `json:"ok"`
+		Verified   int `json:"verified"`
+		LaterTurns int `json:"later_turns"`
+		Stayed     int `json:"stayed"`
+		Engine     struct {
+			Source string `json:"source"`
+		} `json:"engine"`
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Requests != 24 || rep.OK != 24 || rep.Verified != 24 || rep.Engine.Source != "vllm" {
+		t.Fatalf("report %+v\n%s", rep, out)
+	}
+	// chwbl keeps a conversation on its engine while the bound allows.
+	if rep.LaterTurns == 0 || rep.Stayed*2 < rep.LaterTurns {
+		t.Errorf("%d of %d later turns stayed with their conversation's engine\n%s", rep.Stayed, rep.LaterTurns, out)
+	}
+	cmp, err := exec.Command(bin, "load", "--compare", report, report).CombinedOutput()
+	if err != nil || !strings.Contains(string(cmp), "24 / 24") {
+		t.Fatalf("--compare: %v\n%s", err, cmp)
+	}
+}
+
+// startSims starts n `prefixring sim` processes and returns their roots.
+func startSims(t *testing.T, n int) []string {
+	var urls []string
+	for i := range n {
+		urls = append(urls, e2eproc.Sim(t, fmt.Sprintf("sim-%d", i), "--log-level", "info").URL)
+	}
+	return urls
+}

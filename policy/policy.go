@@ -1,0 +1,164 @@
+// Package policy holds the routing policies prefixring can run, behind the
+// one Picker interface that the proxy and the fleet simulator both use.
+// "chwbl" is prefixring's own (the ring.Balancer, with gossiped loads when
+// gossip is on); the others are the baselines an operator compares it
+// with: round-robin (what a plain load balancer does), random (a
+// Kubernetes Service), least-load (join the shortest queue) and p2c (power
+// of two choices). They ignore the affinity key but read the same
+// endpoint set, health and loads as chwbl, and count their requests in the
+// same counters, so metrics, /debug/ring and gossip see every policy alike.
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prefixring/prefixring/ring"
+)
+
+// Picker leases an endpoint for a request until the request ends.
+type Picker interface {
+	Acquire(ring.Request) (ring.Lease, error)
+}
+
+// Endpoints is what a load-only policy reads and counts on;
+// *ring.Balancer implements it.
+type Endpoints interface {
+	// Candidates appends the endpoints the request may go to, with loads.
+	Candidates(exclude []string, dst []ring.Candidate) []ring.Candidate
+	// AcquireOn counts a request on a chosen endpoint.
+	AcquireOn(id string, d ring.Decision) ring.Lease
+}
+
+// Default is the policy serve runs unless told otherwise.
+const Default = "chwbl"
+
+// Names are the policies [New] builds.
+var Names = []string{"chwbl", "round-robin", "random", "least-load", "p2c"}
+
+// ErrNoEndpoints is returned when no endpoint may take the request.
+var ErrNoEndpoints = ring.ErrNoEndpoints
+
+// New returns the policy called name over eps. chwbl is the picker given
+// (the balancer, or the gossip node wrapping it); seed drives the random
+// policies.
+func New(name string, chwbl Picker, eps Endpoints, seed uint64) (Picker, error) {
+	switch name {
+	case "chwbl":
+		if chwbl == nil {
+			return nil, errors.New("policy: chwbl needs the balancer")
+		}
+		return chwbl, nil
+	case "round-robin":
+		return &RoundRobin{eps: eps}, nil
+	case "random":
+		return &Random{eps: eps, rng: rand.New(rand.NewPCG(seed, 0x7a11d))}, nil
+	case "least-load":
+		return &LeastLoad{eps: eps}, nil
+	case "p2c":
+		return &P2C{eps: eps, rng: rand.New(rand.NewPCG(seed, 0x2c))}, nil
+	}
+	return nil, fmt.Errorf("policy: unknown policy %q (known: %s)", name, strings.Join(Names, ", "))
+}
+
+// candidates returns the usable endpoints, or ErrNoEndpoints.
+func candidates(eps Endpoints, req ring.Request) ([]ring.Candidate, error) {
+	var buf [16]ring.Candidate
+	c := eps.Candidates(req.Exclude, buf[:0])
+	if len(c) == 0 {
+		return nil, ErrNoEndpoints
+	}
+	return c, nil
+}
+
+// RoundRobin sends each request to the next usable endpoint in turn.
+type RoundRobin struct {
+	eps  Endpoints
+	next atomic.Uint64
+}
+
+// Acquire implements Picker.
+func (p *RoundRobin) Acquire(req ring.Request) (ring.Lease, error) {
+	c, err := candidates(p.eps, req)
+	if err != nil {
+		return ring.Lease{}, err
+	}
+	i := (p.next.Add(1) - 1) % uint64(len(c))
+	return p.eps.AcquireOn(c[i].ID, ring.DecisionFallback), nil
+}
+
+// Random sends each request to a usable endpoint drawn uniformly.
+type Random struct {
+	eps Endpoints
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+// Acquire implements Picker.
+func (p *Random) Acquire(req ring.Request) (ring.Lease, error) {
+	c, err := candidates(p.eps, req)
+	if err != nil {
+		return ring.Lease{}, err
+	}
+	p.mu.Lock()
+	i := p.rng.IntN(len(c))
+	p.mu.Unlock()
+	return p.eps.AcquireOn(c[i].ID, ring.DecisionFallback), nil
+}
+
+// LeastLoad sends each request to the usable endpoint with the fewest
+// requests in flight; ties go to each in turn.
+type LeastLoad struct {
+	eps  Endpoints
+	next atomic.Uint64
+}
+
+// Acquire implements Picker.
+func (p *LeastLoad) Acquire(req ring.Request) (ring.Lease, error) {
+	c, err := candidates(p.eps, req)
+	if err != nil {
+		return ring.Lease{}, err
+	}
+	start := int((p.next.Add(1) - 1) % uint64(len(c)))
+	best := start
+	for k := 1; k < len(c); k++ {
+		if i := (start + k) % len(c); c[i].Load < c[best].Load {
+			best = i
+		}
+	}
+	return p.eps.AcquireOn(c[best].ID, ring.DecisionFallback), nil
+}
+
+// P2C draws two distinct usable endpoints and sends the request to the
+// one with fewer requests in flight (Mitzenmacher's power of two choices).
+type P2C struct {
+	eps Endpoints
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+// Acquire implements Picker.
+func (p *P2C) Acquire(req ring.Request) (ring.Lease, error) {
+	c, err := candidates(p.eps, req)
+	if err != nil {
+		return ring.Lease{}, err
+	}
+	best := 0
+	if len(c) > 1 {
+		p.mu.Lock()
+		a, b := p.rng.IntN(len(c)), p.rng.IntN(len(c)-1)
+		p.mu.Unlock()
+		if b >= a {
+			b++
+		}
+		best = a
+		if c[b].Load < c[a].Load {
+			best = b
+		}
+	}
+	return p.eps.AcquireOn(c[best].ID, ring.DecisionFallback), nil
+}
