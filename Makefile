@@ -40,7 +40,7 @@ fuzz:
 	done
 
 demo: build
-	scripts/demo.sh
+	$(GO) run ./scripts/demo -bin $(BIN)
 
 clean:
 	rm -rf bin

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -61,31 +62,69 @@ var (
 // kills it.
 func Serve(t testing.TB, name string, args ...string) *Proc {
 	t.Helper()
-	p, got := start(t, name, append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, args...), adminRe, servingRe)
-	p.Admin, p.URL = "http://"+got[0], "http://"+got[1]
-	return p
+	return forTest(t, name, LaunchServe)(args...)
 }
 
 // Sim starts `prefixring sim --listen 127.0.0.1:0 args...` (one simulated
 // vLLM server) and waits until it listens; URL is its root.
 func Sim(t testing.TB, name string, args ...string) *Proc {
 	t.Helper()
-	p, got := start(t, name, append([]string{"sim", "--listen", "127.0.0.1:0"}, args...), simRe)
-	p.URL = got[0]
-	return p
+	return forTest(t, name, LaunchSim)(args...)
 }
 
-// start runs the binary with argv and waits for the first match of each
-// of res on its stderr, in order; it returns the matches' first groups.
-func start(t testing.TB, name string, argv []string, res ...*regexp.Regexp) (*Proc, []string) {
-	t.Helper()
-	cmd := exec.Command(Binary(t), argv...)
+func forTest(t testing.TB, name string, launch func(bin, name string, logf func(string), args ...string) (*Proc, error)) func(args ...string) *Proc {
+	return func(args ...string) *Proc {
+		t.Helper()
+		var logf func(string)
+		if testing.Verbose() {
+			logf = func(line string) { t.Log(name, line) }
+		}
+		p, err := launch(Binary(t), name, logf, args...)
+		if p != nil {
+			t.Cleanup(func() {
+				_ = p.Cmd.Process.Kill()
+				p.Exit(time.Minute)
+			})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+}
+
+// LaunchServe runs `bin serve` on 127.0.0.1 ports of its own choosing, as
+// [Serve] does, outside tests (the demo). Stop it with [Proc.Stop].
+func LaunchServe(bin, name string, logf func(string), args ...string) (*Proc, error) {
+	p, got, err := Launch(bin, name, append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, args...), logf, adminRe, servingRe)
+	if err == nil {
+		p.Admin, p.URL = "http://"+got[0], "http://"+got[1]
+	}
+	return p, err
+}
+
+// LaunchSim runs `bin sim` on a 127.0.0.1 port of its own choosing, as
+// [Sim] does, outside tests.
+func LaunchSim(bin, name string, logf func(string), args ...string) (*Proc, error) {
+	p, got, err := Launch(bin, name, append([]string{"sim", "--listen", "127.0.0.1:0"}, args...), logf, simRe)
+	if err == nil {
+		p.URL = got[0]
+	}
+	return p, err
+}
+
+// Launch runs bin with argv and waits up to a minute for the first match
+// of each of res on its stderr, in order; it returns the matches' first
+// groups. Every stderr line goes to logf, when set. On an error the
+// process, if it started, is killed and returned, for its Exit.
+func Launch(bin, name string, argv []string, logf func(string), res ...*regexp.Regexp) (*Proc, []string, error) {
+	cmd := exec.Command(bin, argv...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	p := &Proc{Name: name, Cmd: cmd, done: make(chan error, 1)}
 	found := make(chan string, len(res))
@@ -99,29 +138,37 @@ func start(t testing.TB, name string, argv []string, res ...*regexp.Regexp) (*Pr
 					next++
 				}
 			}
-			if testing.Verbose() {
-				t.Log(name, sc.Text())
+			if logf != nil {
+				logf(sc.Text())
 			}
 		}
 		p.done <- cmd.Wait()
 	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		p.Exit(time.Minute)
-	})
 	got := make([]string, 0, len(res))
-	deadline := time.After(60 * time.Second)
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
 	for len(got) < len(res) {
 		select {
 		case m := <-found:
 			got = append(got, m)
 		case err := <-p.done:
-			t.Fatalf("%s exited: %v", name, err)
-		case <-deadline:
-			t.Fatalf("%s did not start", name)
+			p.done <- err
+			return p, nil, fmt.Errorf("%s exited: %v", name, err)
+		case <-deadline.C:
+			_ = cmd.Process.Kill()
+			return p, nil, fmt.Errorf("%s did not start within a minute", name)
 		}
 	}
-	return p, got
+	return p, got, nil
+}
+
+// Stop asks the process to end (SIGTERM) and kills it after grace.
+func (p *Proc) Stop(grace time.Duration) {
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	if exited, _ := p.Exit(grace); !exited {
+		_ = p.Cmd.Process.Kill()
+		p.Exit(time.Minute)
+	}
 }
 
 // Exit waits up to limit (0: not at all) for the process to exit and

@@ -1,209 +1,240 @@
-// Command demo sends the same multi-turn chat traffic through prefixring
-// replicas (alternating between them) to one fleet of simulated vLLM
-// servers and, picking a server at random as a Kubernetes Service does, to a
-// second, identical fleet; it prints what each did to the prefix cache and
-// to time to first token. Run it through `make demo`.
+// Command demo is `make demo`: it starts, on 127.0.0.1, four simulated vLLM
+// engines (the calibrated Llama-3.1-8B-on-H100 profile, with a KV cache
+// small enough that where a request goes matters) and three prefixring
+// replicas that gossip their loads, and drives one workload through the
+// replicas in turn, as DNS round-robin spreads clients: conversations that
+// share a few system prompts and grow turn by turn. It does so twice, on
+// fresh engines each time: with --policy round-robin (what a plain load
+// balancer does) and with prefixring's default, then prints both side by
+// side. Every process it starts is stopped at the end, also on Ctrl-C.
 package main
 
 import (
-	"bufio"
-	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
-	"math/rand/v2"
 	"net/http"
 	"os"
-	"slices"
+	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
+	"syscall"
 	"time"
+
+	"github.com/prefixring/prefixring/internal/e2eproc"
+	"github.com/prefixring/prefixring/loadgen"
+	"github.com/prefixring/prefixring/sim/workload"
 )
 
-type message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
-type result struct {
-	via, endpoint, decision string
-	prompt, cached          int
-	ttft                    time.Duration
+type options struct {
+	bin                     string
+	engines, replicas       int
+	kvBlocks                int
+	conversations, turns    int
+	concurrency             int
+	thinkScale              float64
+	verbose                 bool
+	jsonDir                 string
+	policies                []string
+	maxTokens, systemTokens int
 }
 
 func main() {
-	router := flag.String("router", "", "comma-separated base URLs of the prefixring replicas; requests alternate between them")
-	direct := flag.String("direct", "", "comma-separated base URLs of the fleet that gets random routing")
-	convs := flag.Int("conversations", 12, "concurrent conversations")
-	turns := flag.Int("turns", 6, "turns per conversation")
+	var o options
+	flag.StringVar(&o.bin, "bin", "bin/prefixring", "the prefixring binary")
+	flag.IntVar(&o.engines, "engines", 4, "simulated engines")
+	flag.IntVar(&o.replicas, "replicas", 3, "prefixring replicas (gossiping)")
+	flag.IntVar(&o.kvBlocks, "kv-blocks", 1000, "KV cache of each engine, in 16-token blocks")
+	flag.IntVar(&o.conversations, "conversations", 128, "conversations")
+	flag.IntVar(&o.turns, "turns", 6, "turns per conversation")
+	flag.IntVar(&o.concurrency, "concurrency", 48, "conversations in flight at once")
+	flag.Float64Var(&o.thinkScale, "think-scale", 0.1, "multiplies the user's 2 s mean pause between turns")
+	flag.IntVar(&o.maxTokens, "max-tokens", 64, "output tokens per turn")
+	flag.IntVar(&o.systemTokens, "system-tokens", 1024, "tokens of each of the 8 shared system prompts")
+	flag.StringVar(&o.jsonDir, "json", "", "write each run's report (prefixring load's JSON) into this directory")
+	flag.BoolVar(&o.verbose, "v", false, "show the processes' logs")
+	pols := flag.String("policies", "round-robin,chwbl", "policies to compare, in order")
 	flag.Parse()
-	if *router == "" || *direct == "" {
-		flag.Usage()
-		os.Exit(2)
-	}
-	system := strings.Repeat("You are the support assistant of a hardware store. Answer precisely and cite the aisle. ", 10)
+	o.policies = loadgen.SplitList(*pols)
+	log.SetFlags(0)
+	log.SetPrefix("demo: ")
 
-	fmt.Printf("%d conversations x %d turns; a %d-character shared system prompt; each turn pastes a %d-character document; max_tokens %d\n\n",
-		*convs, *turns, len(system), len(document(0, 0)), maxTokens)
-	urls := strings.Split(*direct, ",")
-	replicas := strings.Split(*router, ",")
-	var next atomic.Int64
-	var mu sync.Mutex
-	rng := rand.New(rand.NewPCG(1, 2))
-	modes := []struct {
-		name string
-		base func() string
-	}{
-		// Clients alternate between the replicas, as DNS round-robin
-		// spreads them: each conversation's turns reach both.
-		{"prefixring", func() string { return replicas[int(next.Add(1))%len(replicas)] }},
-		// A Kubernetes Service (kube-proxy in iptables mode) picks a
-		// backend at random per connection.
-		{"random", func() string { mu.Lock(); defer mu.Unlock(); return urls[rng.IntN(len(urls))] }},
-	}
-	fmt.Printf("%-12s %9s %13s %14s %14s\n", "routing", "requests", "cached share", "TTFT p50 (ms)", "TTFT p90 (ms)")
-	for _, m := range modes {
-		res := run(m.base, system, *convs, *turns)
-		var prompt, cached int
-		var ttfts []time.Duration
-		for _, r := range res {
-			prompt += r.prompt
-			cached += r.cached
-			ttfts = append(ttfts, r.ttft)
-		}
-		slices.Sort(ttfts)
-		fmt.Printf("%-12s %9d %12.1f%% %14.1f %14.1f\n", m.name, len(res), 100*float64(cached)/float64(max(prompt, 1)),
-			ms(ttfts[len(ttfts)/2]), ms(ttfts[len(ttfts)*9/10]))
-		if m.name == "prefixring" {
-			printAffinity(res, *turns)
-		}
-	}
-}
-
-const maxTokens = 128
-
-// document is the text a user pastes into turn t of conversation c: the
-// part of the prompt that only that conversation's history shares.
-func document(c, t int) string {
-	var b strings.Builder
-	for i := range 120 {
-		fmt.Fprintf(&b, "Item %d-%d-%02d: hex bolt M%d, zinc, box of %d. ", c, t, i, 4+i%8, 10*(1+i%5))
-	}
-	return b.String()
-}
-
-func port(url string) string { return url[strings.LastIndex(url, ":")+1:] }
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// printAffinity shows where every conversation's turns went, and counts
-// how many stayed on their conversation's most-used endpoint.
-func printAffinity(res []result, turns int) {
-	fmt.Println("  each turn: the replica it went through -> the endpoint it reached (X-Prefixring-Endpoint), decision:")
-	convs, together, stayed, spilled := 0, 0, 0, 0
-	for c := 0; (c+1)*turns <= len(res); c++ {
-		var cells []string
-		count := map[string]int{}
-		for _, r := range res[c*turns : (c+1)*turns] {
-			cells = append(cells, fmt.Sprintf("%s->%s %-5s", port(r.via), port(r.endpoint), r.decision))
-			count[r.endpoint]++
-			if r.decision != "home" {
-				spilled++
-			}
-		}
-		most := 0
-		for _, n := range count {
-			most = max(most, n)
-		}
-		convs++
-		stayed += most
-		if most == turns {
-			together++
-		}
-		fmt.Printf("    conversation %2d: %s\n", c, strings.Join(cells, " | "))
-	}
-	fmt.Printf("  all %d conversations shown: %d of %d turns on their conversation's most-used endpoint; "+
-		"%d of %d conversations entirely on one endpoint; %d turns not at home (spill or fallback)\n",
-		convs, stayed, convs*turns, together, convs, spilled)
-}
-
-// run plays every conversation concurrently, turn by turn, and returns the
-// results ordered by conversation then turn.
-func run(base func() string, system string, convs, turns int) []result {
-	out := make([]result, convs*turns)
-	var wg sync.WaitGroup
-	for c := range convs {
-		wg.Go(func() {
-			// Conversations start staggered, as users arrive.
-			time.Sleep(time.Duration(c) * 150 * time.Millisecond)
-			msgs := []message{{"system", system}}
-			for t := range turns {
-				msgs = append(msgs, message{"user", document(c, t) + fmt.Sprintf("\nQuestion %d: which of these do you stock?", t)})
-				r, answer := chat(base(), msgs)
-				out[c*turns+t] = r
-				msgs = append(msgs, message{"assistant", answer})
-			}
-		})
-	}
-	wg.Wait()
-	return out
-}
-
-// chat streams one completion and measures its time to first token.
-func chat(base string, msgs []message) (result, string) {
-	body, _ := json.Marshal(map[string]any{
-		"model": "meta-llama/Llama-3.1-8B-Instruct", "messages": msgs, "max_tokens": maxTokens,
-		"stream": true, "stream_options": map[string]bool{"include_usage": true},
-	})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	start := time.Now()
-	resp, err := http.Post(base+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+	w := workload.DefaultMultiTurn(workload.Chat)
+	w.Conversations, w.Turns, w.OutputTokens, w.SystemTokens = o.conversations, o.turns, o.maxTokens, o.systemTokens
+	fmt.Printf("%d engines (simulated vLLM, Llama-3.1-8B on an H100, %d KV blocks of 16 tokens each), %d gossiping prefixring replicas\n",
+		o.engines, o.kvBlocks, o.replicas)
+	fmt.Printf("workload: %d conversations x %d turns over %d shared system prompts of %d tokens, %d-token questions and answers, %d at a time, streamed; requests go to the replicas in turn\n\n",
+		w.Conversations, w.Turns, w.SystemPrompts, w.SystemTokens, w.OutputTokens, o.concurrency)
+	var reps []*loadgen.Report
+	for _, pol := range o.policies {
+		rep, err := run(ctx, &o, w, pol)
+		if err != nil {
+			log.Fatalf("--policy %s: %v", pol, err)
+		}
+		reps = append(reps, rep)
+	}
+	fmt.Println()
+	loadgen.PrintCompare(os.Stdout, reps...)
+	if len(reps) == 2 {
+		a, b := reps[0], reps[1]
+		fmt.Printf("\n%s against %s: TTFT p50 %.0f -> %.0f ms, p99 %.0f -> %.0f ms; cached share of prompt tokens %.2f -> %.2f; %d -> %d of %d later turns on their conversation's engine.\n",
+			b.Label, a.Label, a.TTFT.P50, b.TTFT.P50, a.TTFT.P99, b.TTFT.P99, a.Engine.CachedShare, b.Engine.CachedShare, a.Stayed, b.Stayed, b.LaterTurns)
+	}
+	fmt.Printf("\nDone in %.0f s. The same comparison against your own servers or routers:\n"+
+		"  bin/prefixring load --url http://ROUTER1,http://ROUTER2 --workload multi-turn --concurrency 48 --stream --json run.json\n"+
+		"  bin/prefixring load --compare before.json run.json\n", time.Since(start).Seconds())
+}
+
+// run starts fresh engines and replicas running policy, drives the
+// workload through them and stops them.
+func run(ctx context.Context, o *options, w workload.MultiTurn, policy string) (*loadgen.Report, error) {
+	var procs []*e2eproc.Proc
+	defer func() {
+		var wg sync.WaitGroup
+		for _, p := range procs {
+			wg.Go(func() { p.Stop(10 * time.Second) })
+		}
+		wg.Wait()
+	}()
+	logf := func(name string) func(string) {
+		if !o.verbose {
+			return nil
+		}
+		return func(line string) { log.Print(name, ": ", line) }
+	}
+	var engines []string
+	for i := range o.engines {
+		name := fmt.Sprintf("engine-%d", i)
+		p, err := e2eproc.LaunchSim(o.bin, name, logf(name), "--kv-blocks", strconv.Itoa(o.kvBlocks), "--seed", strconv.Itoa(i))
+		if p != nil {
+			procs = append(procs, p)
+		}
+		if err != nil {
+			return nil, err
+		}
+		engines = append(engines, p.URL)
+	}
+	var routers []string
+	seed := ""
+	for i := range o.replicas {
+		name := fmt.Sprintf("router-%d", i)
+		args := []string{"--endpoints", strings.Join(engines, ","), "--policy", policy, "--node-name", name,
+			"--gossip-bind", "127.0.0.1:0", "--drain-delay", "0s"}
+		if seed != "" {
+			args = append(args, "--join", seed)
+		}
+		p, err := e2eproc.LaunchServe(o.bin, name, logf(name), args...)
+		if p != nil {
+			procs = append(procs, p)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if seed == "" {
+			if seed, err = gossipAddr(ctx, p.Admin, name); err != nil {
+				return nil, err
+			}
+		}
+		routers = append(routers, p.URL)
+	}
+	if err := waitMembers(ctx, procs[o.engines:], o.replicas); err != nil {
+		return nil, err
+	}
+	sessions, err := w.Sessions()
 	if err != nil {
-		log.Fatal(err)
+		return nil, err
+	}
+	cfg := loadgen.DefaultConfig()
+	cfg.URLs, cfg.EngineMetrics, cfg.Stream = routers, engines, true
+	cfg.Concurrency, cfg.ThinkScale = o.concurrency, o.thinkScale
+	if isTerminal(os.Stderr) {
+		cfg.Progress = os.Stderr
+	}
+	fmt.Printf("--policy %s: ", policy)
+	if cfg.Progress != nil {
+		fmt.Println()
+	}
+	rep, err := loadgen.Run(ctx, cfg, sessions)
+	if err != nil {
+		return nil, err
+	}
+	rep.Label, rep.Workload = policy, "multi-turn"
+	if ctx.Err() != nil {
+		return nil, errors.New("interrupted")
+	}
+	if rep.Failed() > 0 {
+		return nil, fmt.Errorf("%d of %d requests failed: %v", rep.Failed(), rep.Requests, rep.FirstErrors)
+	}
+	fmt.Printf("%d requests in %.1f s, TTFT p50 %.0f ms\n", rep.Requests, rep.Duration, rep.TTFT.P50)
+	if o.jsonDir != "" {
+		if err := rep.WriteJSON(fmt.Sprintf("%s/%s.json", o.jsonDir, policy)); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
+type cluster struct {
+	Members []struct {
+		Name string `json:"name"`
+		Addr string `json:"addr"`
+	} `json:"members"`
+}
+
+func getCluster(ctx context.Context, admin string) (cluster, error) {
+	var c cluster
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/debug/cluster", nil)
+	if err != nil {
+		return c, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return c, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		log.Fatalf("%s: status %d", base, resp.StatusCode)
+	return c, json.NewDecoder(resp.Body).Decode(&c)
+}
+
+// gossipAddr is the gossip address replica name advertises.
+func gossipAddr(ctx context.Context, admin, name string) (string, error) {
+	c, err := getCluster(ctx, admin)
+	if err != nil {
+		return "", err
 	}
-	r := result{via: base, endpoint: resp.Header.Get("X-Prefixring-Endpoint"), decision: resp.Header.Get("X-Prefixring-Decision")}
-	if r.endpoint == "" {
-		r.endpoint = base
+	for _, m := range c.Members {
+		if m.Name == name {
+			return m.Addr, nil
+		}
 	}
-	var answer strings.Builder
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok || data == "[DONE]" {
-			continue
-		}
-		var chunk struct {
-			Choices []struct {
-				Delta struct{ Content string } `json:"delta"`
-			} `json:"choices"`
-			Usage *struct {
-				PromptTokens int `json:"prompt_tokens"`
-				Details      *struct {
-					Cached int `json:"cached_tokens"`
-				} `json:"prompt_tokens_details"`
-			} `json:"usage"`
-		}
-		if json.Unmarshal([]byte(data), &chunk) != nil {
-			continue
-		}
-		if len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "" {
-			if r.ttft == 0 {
-				r.ttft = time.Since(start)
+	return "", fmt.Errorf("%s is not among its own members", name)
+}
+
+// waitMembers waits until every replica sees n members.
+func waitMembers(ctx context.Context, reps []*e2eproc.Proc, n int) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for _, r := range reps {
+		for {
+			c, err := getCluster(ctx, r.Admin)
+			if err == nil && len(c.Members) == n {
+				break
 			}
-			answer.WriteString(chunk.Choices[0].Delta.Content)
-		}
-		if chunk.Usage != nil {
-			r.prompt = chunk.Usage.PromptTokens
-			if chunk.Usage.Details != nil {
-				r.cached = chunk.Usage.Details.Cached
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("%s does not see %d gossip members", r.Name, n)
 			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	return r, answer.String()
+	return nil
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
