@@ -4,7 +4,7 @@ BIN     := bin/prefixring
 PKGS    := ./...
 FUZZTIME ?= 2m
 
-.PHONY: all build test vet fmt-check tidy-check bench bench-proxy demo fuzz clean
+.PHONY: all build test vet fmt-check tidy-check bench bench-proxy demo e2e-real fuzz clean
 
 all: build
 
@@ -41,6 +41,14 @@ fuzz:
 
 demo: build
 	$(GO) run ./scripts/demo -bin $(BIN)
+
+# prefixring in front of three real llama-servers (CPU, a tiny random-weight
+# model): llama.cpp's own metrics must show a higher cached share than
+# behind round-robin. The first run builds llama-server from the llama.cpp
+# source that the npm package node-llama-cpp ships (~15 min on 2 cores,
+# cached under ~/.cache/prefixring after). See README, "A real engine".
+e2e-real: build
+	scripts/real-engine/e2e.sh
 
 clean:
 	rm -rf bin
