@@ -1,0 +1,3 @@
+module github.com/prefixring/prefixring/deploy
+
+go 1.26.8
