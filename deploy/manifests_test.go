@@ -27,9 +27,10 @@ type serviceMonitor struct {
 			MatchNames []string `json:"matchNames,omitempty"`
 		} `json:"namespaceSelector,omitempty"`
 		Endpoints []struct {
-			Port     string `json:"port"`
-			Path     string `json:"path,omitempty"`
-			Interval string `json:"interval,omitempty"`
+			Port        string `json:"port"`
+			Path        string `json:"path,omitempty"`
+			Interval    string `json:"interval,omitempty"`
+			HonorLabels bool   `json:"honorLabels,omitempty"`
 		} `json:"endpoints"`
 	} `json:"spec"`
 }
