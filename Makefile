@@ -4,7 +4,7 @@ BIN     := bin/prefixring
 PKGS    := ./...
 FUZZTIME ?= 2m
 
-.PHONY: all build test vet fmt-check tidy-check bench bench-proxy demo e2e-real fuzz clean
+.PHONY: all build test test-deploy vet fmt-check tidy-check bench bench-proxy demo e2e-real fuzz clean
 
 all: build
 
@@ -14,9 +14,17 @@ build:
 # The test suite: race detector on, no cache, vet and gofmt clean.
 test: fmt-check vet tidy-check
 	$(GO) test -race -count=1 $(PKGS)
+	$(MAKE) test-deploy
+
+# deploy/ is a module of its own (Kubernetes' libraries stay out of the
+# router's): the manifests, the Dockerfile's static build and the Grafana
+# dashboard, checked against a prefixring binary it builds.
+test-deploy:
+	cd deploy && $(GO) test -race -count=1 ./...
 
 vet:
 	$(GO) vet $(PKGS)
+	cd deploy && $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -24,6 +32,7 @@ fmt-check:
 
 tidy-check:
 	$(GO) mod tidy -diff
+	cd deploy && $(GO) mod tidy -diff
 
 # Microbenchmarks of the hot path: key extraction, ring pick, proxy.
 bench:
