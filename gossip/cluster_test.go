@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,18 +109,8 @@ func (c *cluster) sorted() []*replica {
 	for _, r := range c.reps {
 		out = append(out, r)
 	}
-	slices.SortFunc(out, func(a, b *replica) int { return cmpString(a.name, b.name) })
+	slices.SortFunc(out, func(a, b *replica) int { return strings.Compare(a.name, b.name) })
 	return out
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // hold acquires a lease for key on replica r and keeps it.

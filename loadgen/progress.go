@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -41,4 +42,11 @@ func (r *runner) draw() {
 	}
 	fmt.Fprintf(r.cfg.Progress, "\r[%s%s] %d/%d requests, %d failed, %.0f s ",
 		strings.Repeat("#", filled), strings.Repeat(".", width-filled), sent, r.total, failed, time.Since(r.t0).Seconds())
+}
+
+// IsTerminal reports whether f is a terminal (a character device): where
+// a progress bar belongs.
+func IsTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -56,11 +56,11 @@ func New(name string, chwbl Picker, eps Endpoints, seed uint64) (Picker, error) 
 	case "round-robin":
 		return &RoundRobin{eps: eps}, nil
 	case "random":
-		return &Random{eps: eps, rng: rand.New(rand.NewPCG(seed, 0x7a11d))}, nil
+		return &Random{eps: eps, rng: newLockedRand(seed, 0x7a11d)}, nil
 	case "least-load":
 		return &LeastLoad{eps: eps}, nil
 	case "p2c":
-		return &P2C{eps: eps, rng: rand.New(rand.NewPCG(seed, 0x2c))}, nil
+		return &P2C{eps: eps, rng: newLockedRand(seed, 0x2c)}, nil
 	}
 	return nil, fmt.Errorf("policy: unknown policy %q (known: %s)", name, strings.Join(Names, ", "))
 }
@@ -91,11 +91,27 @@ func (p *RoundRobin) Acquire(req ring.Request) (ring.Lease, error) {
 	return p.eps.AcquireOn(c[i].ID, ring.DecisionFallback), nil
 }
 
+// lockedRand is a seeded source the policies share between requests.
+type lockedRand struct {
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+func newLockedRand(seed, stream uint64) *lockedRand {
+	return &lockedRand{rng: rand.New(rand.NewPCG(seed, stream))}
+}
+
+// IntN returns a uniform int in [0, n).
+func (l *lockedRand) IntN(n int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rng.IntN(n)
+}
+
 // Random sends each request to a usable endpoint drawn uniformly.
 type Random struct {
 	eps Endpoints
-	mu  sync.Mutex
-	rng *rand.Rand
+	rng *lockedRand
 }
 
 // Acquire implements Picker.
@@ -104,9 +120,7 @@ func (p *Random) Acquire(req ring.Request) (ring.Lease, error) {
 	if err != nil {
 		return ring.Lease{}, err
 	}
-	p.mu.Lock()
 	i := p.rng.IntN(len(c))
-	p.mu.Unlock()
 	return p.eps.AcquireOn(c[i].ID, ring.DecisionFallback), nil
 }
 
@@ -137,8 +151,7 @@ func (p *LeastLoad) Acquire(req ring.Request) (ring.Lease, error) {
 // one with fewer requests in flight (Mitzenmacher's power of two choices).
 type P2C struct {
 	eps Endpoints
-	mu  sync.Mutex
-	rng *rand.Rand
+	rng *lockedRand
 }
 
 // Acquire implements Picker.
@@ -149,9 +162,7 @@ func (p *P2C) Acquire(req ring.Request) (ring.Lease, error) {
 	}
 	best := 0
 	if len(c) > 1 {
-		p.mu.Lock()
 		a, b := p.rng.IntN(len(c)), p.rng.IntN(len(c)-1)
-		p.mu.Unlock()
 		if b >= a {
 			b++
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -235,18 +236,8 @@ func union(sources map[string][]Endpoint) []Endpoint {
 	for _, ep := range byID {
 		out = append(out, ep)
 	}
-	slices.SortFunc(out, func(a, b Endpoint) int { return cmpString(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b Endpoint) int { return strings.Compare(a.ID, b.ID) })
 	return out
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // rebuildLocked derives the routed endpoints and their health from the
@@ -443,5 +434,5 @@ func (s *Snapshot) String() string {
 }
 
 func slicesSortHealth(h []EndpointHealth) {
-	slices.SortFunc(h, func(a, b EndpointHealth) int { return cmpString(a.ID, b.ID) })
+	slices.SortFunc(h, func(a, b EndpointHealth) int { return strings.Compare(a.ID, b.ID) })
 }

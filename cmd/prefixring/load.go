@@ -42,7 +42,7 @@ func loadCommand() *cli.Command {
 			&cli.StringFlag{Name: "engine-metrics", Usage: "comma-separated Prometheus URLs (or roots) of the engines, scraped before and after for their prefix-cache counters (vLLM or llama.cpp names)"},
 			&cli.StringFlag{Name: "json", Usage: "write the report as JSON to this file"},
 			&cli.StringFlag{Name: "label", Usage: "the run's name in tables and JSON"},
-			&cli.BoolFlag{Name: "progress", Value: isTerminal(os.Stderr), DefaultText: "on a terminal", Usage: "draw a progress bar on stderr"},
+			&cli.BoolFlag{Name: "progress", Value: loadgen.IsTerminal(os.Stderr), DefaultText: "on a terminal", Usage: "draw a progress bar on stderr"},
 			&cli.BoolFlag{Name: "compare", Usage: "print the JSON reports named as arguments side by side, and run nothing"},
 		},
 		Action: runLoad,
@@ -108,10 +108,4 @@ func runLoad(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("prefixring load: %d of %d requests failed", n, rep.Requests), 1)
 	}
 	return nil
-}
-
-// isTerminal reports whether f is a character device (a terminal).
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

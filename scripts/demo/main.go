@@ -154,7 +154,7 @@ func run(ctx context.Context, o *options, w workload.MultiTurn, policy string) (
 	cfg := loadgen.DefaultConfig()
 	cfg.URLs, cfg.EngineMetrics, cfg.Stream = routers, engines, true
 	cfg.Concurrency, cfg.ThinkScale = o.concurrency, o.thinkScale
-	if isTerminal(os.Stderr) {
+	if loadgen.IsTerminal(os.Stderr) {
 		cfg.Progress = os.Stderr
 	}
 	fmt.Printf("--policy %s: ", policy)
@@ -232,9 +232,4 @@ func waitMembers(ctx context.Context, reps []*e2eproc.Proc, n int) error {
 		}
 	}
 	return nil
-}
-
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
