@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/prefixring/prefixring/gossip/memnet"
+	"github.com/prefixring/prefixring/chaos/memnet"
 	"github.com/prefixring/prefixring/ring"
 )
 
