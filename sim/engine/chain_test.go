@@ -77,6 +77,6 @@ func ExampleEngine() {
 		fmt.Printf("cached %4d tokens, TTFT %v\n", r.CachedTokens, r.TTFT())
 	}
 	// Output:
-	// cached    0 tokens, TTFT 34.313116ms
-	// cached 1008 tokens, TTFT 6.541836ms
+	// cached    0 tokens, TTFT 28.677597ms
+	// cached 1008 tokens, TTFT 7.582449ms
 }

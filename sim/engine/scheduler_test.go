@@ -106,12 +106,16 @@ func TestStepTime(t *testing.T) {
 		b    Batch
 		want time.Duration
 	}{
-		// Memory-bound: 16.06 GB weights + 1000 x 128 KiB KV over 2.68 TB/s.
-		{"decode 1 seq, 1000 ctx", Batch{DecodeSeqs: 1, DecodeContext: 1000}, 6541444 * time.Nanosecond},
+		// Memory-bound: 16.06 GB weights + 1000 x 128 KiB KV over
+		// 0.72 x 3.35 TB/s, + 0.5 ms.
+		{"decode 1 seq, 1000 ctx", Batch{DecodeSeqs: 1, DecodeContext: 1000}, 7212716 * time.Nanosecond},
 		// Compute-bound: 2 x 8.03e9 x 1024 + 4 x 4096 x 32 x 1024*1025/2
-		// FLOPs over 494.5 TFLOP/s.
-		{"prefill 1024 cold", Batch{PrefillTokens: 1024, PrefillPairs: 1024 * 1025 / 2}, 34313116 * time.Nanosecond},
-		{"prefill 8192 cold", Batch{PrefillTokens: 8192, PrefillPairs: 8192 * 8193 / 2}, 302133677 * time.Nanosecond},
+		// FLOPs over 0.6 x 989 TFLOP/s, + 0.5 ms.
+		{"prefill 1024 cold", Batch{PrefillTokens: 1024, PrefillPairs: 1024 * 1025 / 2}, 28677597 * time.Nanosecond},
+		{"prefill 8192 cold", Batch{PrefillTokens: 8192, PrefillPairs: 8192 * 8193 / 2}, 251861397 * time.Nanosecond},
+		// Memory-bound: the weights at 0.72, plus 8,176 cached tokens' KV
+		// read at 0.093 of 3.35 TB/s (3.44 ms), + 0.5 ms.
+		{"16 over 8176 cached", Batch{PrefillTokens: 16, PrefillPairs: 16*8176 + 16*17/2, PrefillContext: 8176}, 10598094 * time.Nanosecond},
 		{"idle", Batch{}, 0},
 	}
 	for _, c := range cases {

@@ -39,8 +39,10 @@ func TestWarmPromptSkipsCachedPrefill(t *testing.T) {
 			}
 			time.Sleep(time.Second)
 		}
-		// 302 ms cold, 6.6 ms warm: the 8176 cached tokens saved ~296 ms.
-		if saved := wantCold - wantWarm; saved < 290*time.Millisecond || saved > 300*time.Millisecond {
+		// 252 ms cold, 10.6 ms warm: the 8176 cached tokens saved ~241 ms
+		// (measured on an H100: 246 and 10.5 ms, see sim/engine's
+		// TestProfileMatchesCalibration).
+		if saved := wantCold - wantWarm; saved < 236*time.Millisecond || saved > 246*time.Millisecond {
 			t.Fatalf("saved %v", saved)
 		}
 		const want = `
