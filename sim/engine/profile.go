@@ -19,10 +19,10 @@ type Profile struct {
 	BytesPerParam float64 // weight precision
 	BytesPerKV    float64 // KV cache element precision
 
-	PeakFLOPS    float64       // dense tensor-core FLOP/s
-	MFU          float64       // fraction of PeakFLOPS reached in prefill
-	MemBandwidth float64       // HBM bytes/s
-	MBU          float64       // fraction of MemBandwidth reached in decode
+	PeakFLOPS    float64 // dense tensor-core FLOP/s
+	MFU          float64 // fraction of PeakFLOPS reached in prefill
+	MemBandwidth float64 // HBM bytes/s
+	MBU          float64 // fraction of MemBandwidth reached in decode
 	// PrefillKVBU is the fraction of MemBandwidth at which a prefill chunk
 	// reads the KV of the context before it (cached prefix or earlier
 	// chunks). Attention of a few new tokens over a long context reads it
