@@ -82,17 +82,28 @@ const (
 	// publications. Each replica sees its own placements at once, but two
 	// replicas' views differ by their own drift since they last published.
 	ViewExact ViewMode = "exact"
+	// ViewOverlay: the shared snapshot, with this replica's placements made
+	// since its last publication laid over it. For each endpoint it reads
+	// max(own last published, own live) + the others' publications: a new
+	// placement counts at once (a burst shorter than the interval no longer
+	// lands all at home), while a finished request keeps counting until it
+	// is published, so two replicas' views differ only by each one's own
+	// unpublished new placements, never by its releases.
+	ViewOverlay ViewMode = "overlay"
 )
+
+// ViewModes lists the view modes, the default first.
+var ViewModes = []ViewMode{ViewShared, ViewExact, ViewOverlay}
 
 // ParseViewMode checks s; the empty string is the default, [ViewShared].
 func ParseViewMode(s string) (ViewMode, error) {
 	switch m := ViewMode(s); m {
 	case "":
 		return ViewShared, nil
-	case ViewShared, ViewExact:
+	case ViewShared, ViewExact, ViewOverlay:
 		return m, nil
 	}
-	return "", fmt.Errorf("gossip: view %q is neither %q nor %q", s, ViewShared, ViewExact)
+	return "", fmt.Errorf("gossip: view %q is not one of %q", s, ViewModes)
 }
 
 // ClusterLoads is the cluster-wide load the bound reads. In [ViewExact] it is
@@ -104,7 +115,8 @@ func ParseViewMode(s string) (ViewMode, error) {
 // take no lock and allocate nothing: both sums are immutable and swapped in
 // together.
 type ClusterLoads struct {
-	shared bool
+	mode   ViewMode
+	shared bool // the own publication is kept: ViewShared or ViewOverlay
 	local  ring.Loads
 	mu     sync.Mutex // serializes writers
 	sums   atomic.Pointer[loadSums]
@@ -120,7 +132,10 @@ var emptySum = &Remote{byID: map[string]int64{}}
 // NewClusterLoads returns the view of mode over local plus nothing, until
 // [ClusterLoads.SetRemote] and [ClusterLoads.SetOwn].
 func NewClusterLoads(local ring.Loads, mode ViewMode) *ClusterLoads {
-	c := &ClusterLoads{shared: mode != ViewExact, local: local}
+	if mode == "" {
+		mode = ViewShared
+	}
+	c := &ClusterLoads{mode: mode, shared: mode != ViewExact, local: local}
 	s := &loadSums{remote: emptySum}
 	if c.shared {
 		s.own = emptySum
@@ -130,12 +145,7 @@ func NewClusterLoads(local ring.Loads, mode ViewMode) *ClusterLoads {
 }
 
 // Mode returns the view mode.
-func (c *ClusterLoads) Mode() ViewMode {
-	if c.shared {
-		return ViewShared
-	}
-	return ViewExact
-}
+func (c *ClusterLoads) Mode() ViewMode { return c.mode }
 
 // SetRemote swaps in a new sum of the other replicas' counts.
 func (c *ClusterLoads) SetRemote(r *Remote) {
@@ -146,8 +156,8 @@ func (c *ClusterLoads) SetRemote(r *Remote) {
 	c.sums.Store(&s)
 }
 
-// SetOwn records the entry this replica just published. Only [ViewShared]
-// reads it; a tombstone counts nothing.
+// SetOwn records the entry this replica just published. [ViewShared] and
+// [ViewOverlay] read it; a tombstone counts nothing.
 func (c *ClusterLoads) SetOwn(e Entry) {
 	if !c.shared {
 		return
@@ -172,19 +182,33 @@ func (c *ClusterLoads) Remote() *Remote { return c.sums.Load().remote }
 // Load implements [ring.Loads].
 func (c *ClusterLoads) Load(id string) int64 {
 	s := c.sums.Load()
-	if s.own != nil && s.remote.peers > 0 {
-		return s.own.byID[id] + s.remote.byID[id]
+	if s.own == nil || s.remote.peers == 0 {
+		return c.local.Load(id) + s.remote.byID[id]
 	}
-	return c.local.Load(id) + s.remote.byID[id]
+	own := s.own.byID[id]
+	if c.mode == ViewOverlay {
+		own = max(own, c.local.Load(id))
+	}
+	return own + s.remote.byID[id]
 }
 
-// Total implements [ring.Loads].
+// Total implements [ring.Loads]. In [ViewOverlay] the own part is
+// max(published total, live total): it counts the unpublished placements
+// when they outnumber the unpublished releases, which keeps it O(1) where
+// the exact sum of the per-endpoint maxima would walk every endpoint. It can
+// read less than the sum of [ClusterLoads.Load] (by the releases on other
+// endpoints since the publication), which only loosens the bound by that much
+// until the next publication.
 func (c *ClusterLoads) Total() int64 {
 	s := c.sums.Load()
-	if s.own != nil && s.remote.peers > 0 {
-		return s.own.total + s.remote.total
+	if s.own == nil || s.remote.peers == 0 {
+		return c.local.Total() + s.remote.total
 	}
-	return c.local.Total() + s.remote.total
+	own := s.own.total
+	if c.mode == ViewOverlay {
+		own = max(own, c.local.Total())
+	}
+	return own + s.remote.total
 }
 
 // Verdict is the endpoint set and health every replica computes the same way

@@ -60,13 +60,13 @@ func hold(t *testing.T, n *Node, key uint64) ring.Lease {
 func TestSharedViewSeesOwnLeasesOnlyOncePublished(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		addrs := map[string]string{"a": "10.0.0.1:7946", "b": "10.0.0.2:7946"}
-		for _, mode := range []ViewMode{ViewShared, ViewExact} {
+		for _, mode := range ViewModes {
 			a := offlineNode(t, "a", addrs["a"], mode, addrs)
 			b := offlineNode(t, "b", addrs["b"], mode, addrs)
 			b.receive(EncodeFull(a.last))
 			a.receive(EncodeFull(b.last)) // a has a peer now
 			l := hold(t, a, 7)
-			want := map[ViewMode]int64{ViewShared: 0, ViewExact: 1}[mode]
+			want := map[ViewMode]int64{ViewShared: 0, ViewExact: 1, ViewOverlay: 1}[mode]
 			if got := a.Loads().Load(l.Endpoint); got != want || a.Loads().Total() != want {
 				t.Fatalf("%s before publish: load %d total %d, want %d", mode, got, a.Loads().Total(), want)
 			}
@@ -83,8 +83,8 @@ func TestSharedViewSeesOwnLeasesOnlyOncePublished(t *testing.T) {
 				t.Fatalf("%s: b sees %d after receipt, want 1", mode, got)
 			}
 			l.Release()
-			if got := a.Loads().Load(l.Endpoint); mode == ViewShared && got != 1 {
-				t.Fatalf("shared: a release shows before its publication (load %d)", got)
+			if got := a.Loads().Load(l.Endpoint); mode != ViewExact && (got != 1 || a.Loads().Total() != 1) {
+				t.Fatalf("%s: a release shows before its publication (load %d)", mode, got)
 			}
 			time.Sleep(DefaultConfig().Interval)
 			a.publish(time.Now(), false)
@@ -170,7 +170,7 @@ func wouldPick(n *Node, key uint64) string {
 }
 
 func TestParseViewMode(t *testing.T) {
-	for in, want := range map[string]ViewMode{"": ViewShared, "shared": ViewShared, "exact": ViewExact} {
+	for in, want := range map[string]ViewMode{"": ViewShared, "shared": ViewShared, "exact": ViewExact, "overlay": ViewOverlay} {
 		if got, err := ParseViewMode(in); err != nil || got != want {
 			t.Errorf("ParseViewMode(%q) = %q, %v; want %q", in, got, err, want)
 		}
@@ -189,7 +189,7 @@ func TestParseViewMode(t *testing.T) {
 // BenchmarkClusterLoads is the cost the bound pays per endpoint it reads
 // (go test -run - -bench ClusterLoads -benchmem ./gossip).
 func BenchmarkClusterLoads(b *testing.B) {
-	for _, mode := range []ViewMode{ViewShared, ViewExact} {
+	for _, mode := range ViewModes {
 		b.Run(string(mode), func(b *testing.B) {
 			bal, _ := ring.NewBalancer(ring.DefaultConfig())
 			eps := make([]string, 64)

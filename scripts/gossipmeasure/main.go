@@ -36,7 +36,7 @@ var (
 	skew     = flag.Float64("skew", 1, "Zipf exponent of group popularity (0: uniform)")
 	sweepR   = flag.Int("sweep-replicas", 8, "replicas in the staleness sweep")
 	modesR   = flag.Int("modes-replicas", 3, "replicas in the view-mode table")
-	view     = flag.String("view", "", "view mode of the agreement, replicas and sweep tables: exact or shared (default: the production default)")
+	view     = flag.String("view", "", "view mode of the agreement, replicas and sweep tables: shared, exact or overlay (default: the production default)")
 	latency  = flag.Duration("latency", 0, "delivery latency of a publication to the other replicas")
 )
 
@@ -71,7 +71,7 @@ func main() {
 	}
 	if *table == "modes" || *table == "all" {
 		for _, iv := range []time.Duration{10, 20, 50, 100, 200, 500, 1000} {
-			for _, m := range []setup{{view: gossip.ViewExact}, {view: gossip.ViewShared}} {
+			for _, m := range []setup{{view: gossip.ViewExact}, {view: gossip.ViewShared}, {view: gossip.ViewOverlay}} {
 				m.replicas, m.gossip, m.interval = *modesR, true, iv*time.Millisecond
 				print(tw, "modes", run(w, m), base)
 			}
