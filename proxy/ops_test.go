@@ -31,7 +31,7 @@ func TestMetricsAndDebugRing(t *testing.T) {
 		`prefixring_upstream_duration_seconds_count`,
 		`prefixring_inflight_requests{endpoint=`,
 		`prefixring_endpoint_healthy{endpoint=`,
-		`prefixring_load_bound 1`,
+		`prefixring_load_bound 4`, // idle: the default floor, --min-bound 4
 	} {
 		if !strings.Contains(text, want) && !strings.Contains(text, strings.Replace(want, mustID(t, f.ups[0].URL), mustID(t, f.ups[1].URL), 1)) {
 			t.Errorf("/metrics lacks %s", want)

@@ -15,6 +15,8 @@ import (
 	"log"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -27,7 +29,7 @@ import (
 )
 
 var (
-	table    = flag.String("table", "all", "agreement, replicas, sweep or all")
+	table    = flag.String("table", "all", "agreement, replicas, sweep, modes, bound, factor or all")
 	engines  = flag.Int("engines", 8, "simulated vLLM engines")
 	requests = flag.Int("requests", 6000, "requests per run")
 	rate     = flag.Float64("rate", 40, "arrivals per second")
@@ -38,6 +40,10 @@ var (
 	modesR   = flag.Int("modes-replicas", 3, "replicas in the view-mode table")
 	view     = flag.String("view", "", "view mode of the agreement, replicas and sweep tables: shared, exact or overlay (default: the production default)")
 	latency  = flag.Duration("latency", 0, "delivery latency of a publication to the other replicas")
+	minBound = flag.Int64("min-bound", ring.DefaultConfig().MinBound, "the bound's floor, requests per endpoint (ring.Config.MinBound)")
+	bounds   = flag.String("bounds", "0,2,4,8,16", "floors of the bound table")
+	factor   = flag.Float64("load-factor", ring.DefaultConfig().LoadFactor, "the bound's load factor c")
+	factors  = flag.String("factors", "1.25,1.5,2,3,4", "load factors of the factor table")
 )
 
 func main() {
@@ -67,6 +73,26 @@ func main() {
 	if *table == "sweep" || *table == "all" {
 		for _, iv := range []time.Duration{10, 20, 50, 100, 200, 500, 1000, 2000, 5000} {
 			print(tw, "sweep", run(w, setup{replicas: *sweepR, gossip: true, view: vm, interval: iv * time.Millisecond}), base)
+		}
+	}
+	if *table == "bound" || *table == "all" {
+		for _, f := range strings.Split(*bounds, ",") {
+			mb, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				log.Fatal(err)
+			}
+			*minBound = mb
+			print(tw, "bound "+f, run(w, setup{replicas: *modesR, gossip: true, view: vm, interval: 100 * time.Millisecond}), base)
+		}
+	}
+	if *table == "factor" || *table == "all" {
+		for _, f := range strings.Split(*factors, ",") {
+			c, err := strconv.ParseFloat(f, 64)
+			if err != nil {
+				log.Fatal(err)
+			}
+			*factor = c
+			print(tw, "c "+f, run(w, setup{replicas: *modesR, gossip: true, view: vm, interval: 100 * time.Millisecond}), base)
 		}
 	}
 	if *table == "modes" || *table == "all" {
@@ -101,8 +127,10 @@ func run(w workload.SharedPrefixTokens, su setup) result {
 	if err != nil {
 		log.Fatal(err)
 	}
+	rc := ring.DefaultConfig()
+	rc.MinBound, rc.LoadFactor = *minBound, *factor
 	p, err := replicas.New(replicas.Config{Replicas: su.replicas, Endpoints: fleet.EndpointIDs(*engines),
-		Ring: ring.DefaultConfig(), Gossip: su.gossip, Interval: su.interval, Latency: *latency,
+		Ring: rc, Gossip: su.gossip, Interval: su.interval, Latency: *latency,
 		View: su.view})
 	if err != nil {
 		log.Fatal(err)
