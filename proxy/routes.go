@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"net/http/pprof"
 
 	"github.com/prefixring/prefixring/ring"
@@ -31,6 +32,11 @@ type Ops struct {
 	Extra map[string]http.Handler
 	// Pprof adds Go's profiler under /debug/pprof/ to the admin routes.
 	Pprof bool
+	// Workers, when set, serves the workers API (/workers) on the admin
+	// listener, and on the public one too when PublicWorkers is set (dstack
+	// reaches a router replica group only through its service port).
+	Workers       *WorkersAPI
+	PublicWorkers bool
 }
 
 // Public returns the handler of the public listener: /healthz, /readyz and
@@ -39,13 +45,22 @@ type Ops struct {
 // redirects in plain text before the router could refuse the path.
 func Public(rt http.Handler, ops Ops) http.Handler {
 	healthz, readyz := healthz(), readyz(ops)
+	var workers http.Handler
+	if ops.Workers != nil && ops.PublicWorkers {
+		mux := http.NewServeMux()
+		ops.Workers.Register(mux)
+		workers = mux
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var h http.Handler
-		switch r.URL.Path {
-		case "/healthz":
+		switch p := r.URL.Path; {
+		case p == "/healthz":
 			h = healthz
-		case "/readyz":
+		case p == "/readyz":
 			h = readyz
+		case workers != nil && (p == "/workers" || strings.HasPrefix(p, "/workers/")):
+			workers.ServeHTTP(w, r)
+			return
 		default:
 			rt.ServeHTTP(w, r)
 			return
@@ -84,6 +99,9 @@ func Admin(ops Ops) http.Handler {
 	}
 	for path, h := range ops.Extra {
 		mux.Handle(path, h)
+	}
+	if ops.Workers != nil {
+		ops.Workers.Register(mux)
 	}
 	return mux
 }
