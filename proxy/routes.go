@@ -3,8 +3,8 @@ package proxy
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 	"net/http/pprof"
+	"strings"
 
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prometheus/client_golang/prometheus"
