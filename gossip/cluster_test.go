@@ -14,6 +14,7 @@ import (
 
 	"github.com/prefixring/prefixring/chaos/memnet"
 	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/workers"
 )
 
 // testEndpoints are the upstreams every test replica balances over.
@@ -25,6 +26,7 @@ type replica struct {
 	bal        *ring.Balancer
 	node       *Node
 	leases     []ring.Lease
+	workers    *workers.Set // its registered-worker set, shared by gossip
 }
 
 type cluster struct {
@@ -67,10 +69,12 @@ func (c *cluster) start(name, addr string, key []byte) (*replica, error) {
 		return nil, err
 	}
 	n.ObserveEndpoints(testEndpoints)
+	ws := workers.NewSet(name, nil, 0)
+	n.ShareWorkers(ws)
 	if err := n.Start(context.Background()); err != nil {
 		return nil, err
 	}
-	r := &replica{name: name, addr: addr, bal: bal, node: n}
+	r := &replica{name: name, addr: addr, bal: bal, node: n, workers: ws}
 	c.reps[name] = r
 	return r, nil
 }

@@ -48,8 +48,15 @@ func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 // LocalState returns every entry we hold, for push/pull anti-entropy.
 func (d *delegate) LocalState(join bool) []byte {
 	d.n.mu.Lock()
-	b := EncodeState(d.n.state.Entries())
+	entries := d.n.state.Entries()
 	d.n.mu.Unlock()
+	b := EncodeState(entries)
+	if w := d.n.workers; w != nil {
+		w.GC()
+		if ops := w.Ops(); len(ops) > 0 {
+			b = EncodeStateWorkers(entries, ops)
+		}
+	}
 	d.n.met.sent("pushpull", len(b))
 	return b
 }
@@ -100,6 +107,8 @@ func kindName(b []byte) string {
 			return "delta"
 		case kindFull:
 			return "full"
+		case kindWorkers:
+			return "workers"
 		}
 	}
 	return "other"

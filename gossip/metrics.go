@@ -25,7 +25,7 @@ func newMetrics(n *Node, reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		messages: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "prefixring_gossip_messages_total",
-			Help: "Gossip messages sent (direction=out) and received (in), by kind (delta, full, pushpull).",
+			Help: "Gossip messages sent (direction=out) and received (in), by kind (delta, full, workers, pushpull).",
 		}, []string{"direction", "kind"}),
 		bytes: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "prefixring_gossip_bytes_total",

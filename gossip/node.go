@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/workers"
 )
 
 // ErrNameConflict is returned by [Node.Start] when a live member already uses
@@ -37,6 +38,9 @@ type Node struct {
 	inbox chan []byte           // copies of messages from callbacks
 	sendq chan *memberlist.Node // members owed our full entry
 	poke  chan struct{}         // wake the loop (membership or observation change)
+	wsend chan struct{}         // the worker set changed here: send it to all
+
+	workers *workers.Set // the registered-worker set, when shared (ShareWorkers)
 
 	mu    sync.Mutex // guards everything below
 	state *State
@@ -102,7 +106,7 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 	n := &Node{
 		cfg: cfg, bal: bal, loads: NewClusterLoads(bal.Inflight(), cfg.View), log: log.With("component", "gossip"),
 		inbox: make(chan []byte, cfg.QueueSize), sendq: make(chan *memberlist.Node, 256),
-		poke: make(chan struct{}, 1), state: NewState(), obs: observations{down: map[string]bool{}},
+		poke: make(chan struct{}, 1), wsend: make(chan struct{}, 1), state: NewState(), obs: observations{down: map[string]bool{}},
 		inc: uint64(time.Now().UnixNano()), stop: make(chan struct{}), members: map[string]memberlist.Node{},
 	}
 	n.view = newView(cfg.NodeName, cfg.StaleAfter)
@@ -179,6 +183,8 @@ func (n *Node) sender() {
 		select {
 		case <-n.stop:
 			return
+		case <-n.wsend:
+			n.sendWorkers()
 		case to := <-n.sendq:
 			n.mu.Lock()
 			msg := EncodeFull(n.last)

@@ -197,6 +197,11 @@ func (n *Node) receive(b []byte) {
 		n.met.dropped.WithLabelValues("malformed").Inc()
 		return
 	}
+	// Before n.mu: merging calls the set's subscribers, which feed the
+	// endpoint set, which reports back to this node.
+	if len(m.Workers) > 0 && n.workers != nil {
+		n.workers.Merge(m.Workers)
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !m.Expand(n.state) {

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/prefixring/prefixring/workers"
 )
 
 // Wire format, version 2. Every message starts with the version byte and a
@@ -107,7 +109,8 @@ func EncodeState(entries []Entry) []byte {
 type Message struct {
 	Kind    byte
 	Entries []Entry
-	Digest  uint64 // deltas only
+	Digest  uint64       // deltas only
+	Workers []workers.Op // workers and state+workers messages only
 }
 
 // Decode parses a message. It never panics on bad input.
@@ -129,11 +132,16 @@ func Decode(b []byte) (Message, error) {
 		m.Entries = []Entry{e}
 	case kindFull:
 		m.Entries = []Entry{r.full()}
-	case kindState:
+	case kindState, kindStateWorkers:
 		n := r.count(maxEntries)
 		for i := 0; i < n && r.err == nil; i++ {
 			m.Entries = append(m.Entries, r.full())
 		}
+		if m.Kind == kindStateWorkers {
+			m.Workers = r.ops()
+		}
+	case kindWorkers:
+		m.Workers = r.ops()
 	default:
 		return Message{}, fmt.Errorf("gossip: unknown message kind %d", m.Kind)
 	}
