@@ -35,6 +35,11 @@ func serveFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "endpoints", EnvVars: env("endpoints"), Usage: "inference server roots, comma-separated (http://10.0.0.7:8000; a trailing /v1 is dropped), each optionally labelled (gpu-a=http://10.0.0.7:8000: the label is what clients and logs see)"},
 		&cli.StringFlag{Name: "endpoints-dns", EnvVars: env("endpoints-dns"), Usage: "discover endpoints from DNS: host:port (A/AAAA records, e.g. a headless Service) or an SRV name _svc._tcp.host; routed together with --endpoints"},
 		&cli.DurationFlag{Name: "dns-interval", Value: 10 * time.Second, EnvVars: env("dns-interval"), Usage: "how often --endpoints-dns is re-resolved"},
+		&cli.StringFlag{Name: "endpoints-file", EnvVars: env("endpoints-file"), Usage: "read endpoints from this file, one per line in --endpoints' syntax ('#' comments), re-read every --endpoints-file-interval; routed together with the other sources; a missing, bad or empty file keeps the last good set"},
+		&cli.DurationFlag{Name: "endpoints-file-interval", Value: 5 * time.Second, EnvVars: env("endpoints-file-interval"), Usage: "how often --endpoints-file is re-read"},
+		&cli.StringFlag{Name: "workers-api", Value: "admin", EnvVars: env("workers-api"), Usage: "where to serve the SGLang-gateway-compatible workers API (GET/POST/DELETE /workers, as dstack drives it): admin (the admin listener), public (the admin and the API listener: a dstack router replica group reaches the router only through its service port), or off; registered workers are routed with the other sources and gossiped to every replica"},
+		&cli.StringFlag{Name: "admin-token", EnvVars: env("admin-token"), Usage: "bearer token the workers API requires (Authorization: Bearer ...); without one (and without --admin-token-file) the workers API answers loopback clients only"},
+		&cli.StringFlag{Name: "admin-token-file", EnvVars: env("admin-token-file"), Usage: "read --admin-token from this file (a mounted Secret); surrounding whitespace is dropped"},
 		&cli.StringFlag{Name: "policy", Value: policy.Default, EnvVars: env("policy"), Usage: "routing policy: chwbl (prefix affinity with bounded loads, gossiped), or a load-only baseline to compare it with: " + strings.Join(policy.Names[1:], ", ")},
 		&cli.Float64Flag{Name: "load-factor", Value: rd.LoadFactor, EnvVars: env("load-factor"), Usage: "c in the bound: an endpoint takes a request while, with it, it holds at most ceil(c*(total+1)/n) in flight"},
 		&cli.Int64Flag{Name: "min-bound", Value: rd.MinBound, EnvVars: env("min-bound"), Usage: "every endpoint may hold this many requests whatever the bound says (keeps keys home at low load; 0: the textbook bound)"},
@@ -155,6 +160,9 @@ func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
 		Gatherer: r.reg, Status: bal.Status, LoadFactor: rc.LoadFactor, Draining: r.draining.Load,
 		Extra: r.cluster.Extra, Pprof: c.Bool("pprof"), Degraded: r.cluster.degraded,
 	}
+	if ops.Workers, ops.PublicWorkers, err = newWorkersAPI(c, bal, r.endpoints, r.cluster, log); err != nil {
+		return nil, err
+	}
 	ops.Extra["GET /debug/endpoints"] = jsonHandler(func() any { return r.endpoints.Health() })
 	sc := proxy.DefaultServerConfig()
 	sc.IdleTimeout, sc.MaxConnections = c.Duration("client-idle-timeout"), c.Int("max-connections")
@@ -170,9 +178,9 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	static, dns := c.StringSlice("endpoints"), c.String("endpoints-dns")
-	if len(static) == 0 && dns == "" {
-		return errors.New("no endpoints: give --endpoints, --endpoints-dns or both")
+	static, dns, file := c.StringSlice("endpoints"), c.String("endpoints-dns"), c.String("endpoints-file")
+	if len(static) == 0 && dns == "" && file == "" && c.String("workers-api") != "public" {
+		return errors.New("no endpoints: give --endpoints, --endpoints-dns, --endpoints-file, or --workers-api public to start empty and take workers registered through /workers")
 	}
 	r, err := newReplica(c, log)
 	if err != nil {
@@ -189,6 +197,13 @@ func serve(c *cli.Context) error {
 	if dns != "" {
 		src := upstream.DNSSource{Name: dns, Resolver: net.DefaultResolver}
 		go src.Watch(bg, c.Duration("dns-interval"), r.endpoints, log)
+	}
+	if file != "" {
+		src := upstream.FileSource{Path: file}
+		if _, err := src.Load(); err != nil {
+			return fmt.Errorf("--endpoints-file: %w", err)
+		}
+		go src.Watch(bg, c.Duration("endpoints-file-interval"), r.endpoints, log)
 	}
 	go r.endpoints.Run(bg)
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
