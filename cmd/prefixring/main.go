@@ -26,6 +26,7 @@ func newApp() *cli.App {
 			serveCommand(),
 			simCommand(),
 			loadCommand(),
+			evalCommand(),
 		},
 	}
 }

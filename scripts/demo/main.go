@@ -18,6 +18,7 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -57,6 +58,7 @@ func main() {
 	flag.IntVar(&o.systemTokens, "system-tokens", 1024, "tokens of each of the 8 shared system prompts")
 	flag.StringVar(&o.jsonDir, "json", "", "write each run's report (prefixring load's JSON) into this directory")
 	flag.BoolVar(&o.verbose, "v", false, "show the processes' logs")
+	evalOut := flag.String("eval-out", "out/demo-eval", "where the small `prefixring eval` the demo ends with writes its report (empty: skip it)")
 	pols := flag.String("policies", "round-robin,chwbl", "policies to compare, in order")
 	flag.Parse()
 	o.policies = loadgen.SplitList(*pols)
@@ -86,6 +88,17 @@ func main() {
 		a, b := reps[0], reps[1]
 		fmt.Printf("\n%s against %s: TTFT p50 %.0f -> %.0f ms, p99 %.0f -> %.0f ms; cached share of prompt tokens %.2f -> %.2f; %d -> %d of %d later turns on their conversation's engine.\n",
 			b.Label, a.Label, a.TTFT.P50, b.TTFT.P50, a.TTFT.P99, b.TTFT.P99, a.Engine.CachedShare, b.Engine.CachedShare, a.Stayed, b.Stayed, b.LaterTurns)
+	}
+	if *evalOut != "" {
+		// The same comparison in the fleet simulator, over every policy and
+		// more load and router replicas than real time allows: seconds.
+		cmd := exec.CommandContext(ctx, o.bin, "eval", "--out", *evalOut, "--routers", "1,3,8", "--rate-scale", "1,8", "--load-factor", "1.25")
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			log.Fatalf("prefixring eval: %v", err)
+		}
+		fmt.Printf("\nThe same question in the fleet simulator, five policies at 1, 3 and 8 router replicas, normal and 8x load (prefixring eval, virtual time):\n  %s", out)
 	}
 	fmt.Printf("\nDone in %.0f s. The same comparison against your own servers or routers:\n"+
 		"  bin/prefixring load --url http://ROUTER1,http://ROUTER2 --workload multi-turn --concurrency 48 --stream --json run.json\n"+

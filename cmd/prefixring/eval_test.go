@@ -1,0 +1,36 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prefixring/prefixring/internal/e2eproc"
+)
+
+// prefixring eval writes the report folder and says where its page is;
+// a bad list value is refused by name.
+func TestEvalCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "report")
+	out, err := exec.Command(e2eproc.Binary(t), "eval", "--out", dir, "--policies", "round-robin,chwbl", "--routers", "1",
+		"--rate-scale", "1", "--load-factor", "1.25,2", "--requests", "200").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "4 runs") || !strings.Contains(string(out), filepath.Join(dir, "index.html")) {
+		t.Fatalf("output: %s", out)
+	}
+	for _, f := range []string{"results.json", "report.md", "index.html"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	for _, bad := range [][]string{{"--routers", "x"}, {"--policies", "nope"}, {"--workload", "multi-turn"}, {"--gossip-interval", "fast"}} {
+		out, err := exec.Command(e2eproc.Binary(t), append([]string{"eval", "--out", dir}, bad...)...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), strings.TrimPrefix(bad[0], "--")) && !strings.Contains(string(out), bad[1]) {
+			t.Errorf("%v: %v\n%s", bad, err, out)
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package eval
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/prefixring/prefixring/sim/engine"
+	"github.com/prefixring/prefixring/sim/fleet"
+	"github.com/prefixring/prefixring/sim/workload"
+)
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// quantile returns the q-quantile of sorted xs (nearest rank).
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	i := int(math.Ceil(q*float64(len(xs)))) - 1
+	return xs[min(max(i, 0), len(xs)-1)]
+}
+
+// IdealHitRate is the share of prompt tokens an infinite cache shared by
+// the whole fleet would hold: each request's leading full blocks that any
+// earlier request (in arrival order) already computed.
+func IdealHitRate(reqs []workload.Request, blockSize int) float64 {
+	order := make([]int, len(reqs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(reqs[a].Arrival, reqs[b].Arrival) })
+	seen := map[engine.BlockHash]bool{}
+	chain := engine.NewChain(blockSize)
+	var hit, total int
+	for _, i := range order {
+		chain.Reset()
+		reqs[i].AppendTo(chain)
+		p := chain.Prompt()
+		total += p.Len
+		prefix := true
+		for _, b := range p.Blocks {
+			if prefix && seen[b] {
+				hit += blockSize
+			} else {
+				prefix = false
+			}
+			seen[b] = true
+		}
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(hit) / float64(total)
+}
+
+// measure computes a run's metrics from its records.
+func measure(res *fleet.Result, reqs []workload.Request, blockSize, endpoints int) Result {
+	var r Result
+	var ttft, e2e []float64
+	var prompt, cached, out int
+	var first time.Duration = -1
+	type event struct {
+		at    time.Duration
+		delta int
+	}
+	queue := map[string][]event{}
+	busy := map[string]time.Duration{}
+	spills, ok := 0, 0
+	for _, rec := range res.Records {
+		r.Requests++
+		if rec.Err != "" {
+			r.Errors++
+			continue
+		}
+		ok++
+		if first < 0 || rec.Arrival < first {
+			first = rec.Arrival
+		}
+		ttft = append(ttft, ms(rec.TTFT))
+		e2e = append(e2e, ms(rec.E2E))
+		prompt += rec.PromptTokens
+		cached += rec.CachedTokens
+		out += rec.OutputTokens
+		r.PrefillTokens += int64(rec.PrefillComputed)
+		if rec.Decision == "spill" {
+			spills++
+		}
+		queue[rec.Endpoint] = append(queue[rec.Endpoint], event{rec.Arrival, 1}, event{rec.Arrival + rec.QueueDelay, -1})
+		busy[rec.Endpoint] += rec.E2E
+	}
+	slices.Sort(ttft)
+	slices.Sort(e2e)
+	r.TTFTsMS = ttft
+	var sum float64
+	for _, x := range ttft {
+		sum += x
+	}
+	if len(ttft) > 0 {
+		r.TTFTMeanMS = sum / float64(len(ttft))
+	}
+	r.TTFTP50MS, r.TTFTP95MS, r.TTFTP99MS = quantile(ttft, 0.5), quantile(ttft, 0.95), quantile(ttft, 0.99)
+	r.E2EP50MS, r.E2EP99MS = quantile(e2e, 0.5), quantile(e2e, 0.99)
+	if prompt > 0 {
+		r.HitRate = float64(cached) / float64(prompt)
+	}
+	r.IdealHitRate = IdealHitRate(reqs, blockSize)
+	if span := res.End - first; span > 0 {
+		r.OutputTokensPerS = float64(out) / span.Seconds()
+	}
+	if ok > 0 {
+		r.SpillRate = float64(spills) / float64(ok)
+	}
+	// Queue depth: requests waiting for their first step on an engine,
+	// sampled at every arrival there.
+	var samples, depthSum int
+	for _, evs := range queue {
+		slices.SortStableFunc(evs, func(a, b event) int {
+			return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.delta, b.delta)) // leave before arriving at a tie
+		})
+		d := 0
+		for _, e := range evs {
+			d += e.delta
+			if e.delta > 0 {
+				samples++
+				depthSum += d - 1
+				r.QueueDepthMax = max(r.QueueDepthMax, d-1)
+			}
+		}
+	}
+	if samples > 0 {
+		r.QueueDepthMean = float64(depthSum) / float64(samples)
+	}
+	// Imbalance: the busiest engine's mean in-flight requests over the mean
+	// engine's (request-seconds each engine held, over the same span).
+	var total, peak time.Duration
+	for _, b := range busy {
+		total += b
+		peak = max(peak, b)
+	}
+	if total > 0 {
+		r.Imbalance = float64(peak) / (float64(total) / float64(max(endpoints, 1)))
+	}
+	return r
+}
