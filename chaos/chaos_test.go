@@ -1,0 +1,137 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var probeKeys = ProbeKeys(200)
+
+// table collects each scenario's figures for CHAOS_TABLE=1.
+var table struct {
+	mu   sync.Mutex
+	rows []string
+}
+
+func report(t *testing.T, format string, args ...any) {
+	t.Helper()
+	line := fmt.Sprintf("%-22s ", t.Name()) + fmt.Sprintf(format, args...)
+	t.Log(line)
+	table.mu.Lock()
+	table.rows = append(table.rows, line)
+	table.mu.Unlock()
+}
+
+func TestZZPrintTable(t *testing.T) {
+	if os.Getenv("CHAOS_TABLE") == "" {
+		t.Skip("CHAOS_TABLE=1 prints the scenarios' figures")
+	}
+	table.mu.Lock()
+	defer table.mu.Unlock()
+	fmt.Println(strings.Join(table.rows, "\n"))
+}
+
+// scenario runs body inside a synctest bubble on a started cluster, and
+// closes everything after.
+func scenario(t *testing.T, cfg Config, body func(t *testing.T, c *Cluster)) {
+	synctest.Test(t, func(t *testing.T) {
+		c := New(cfg)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		body(t, c)
+	})
+}
+
+// waitAgreement waits until the live replicas agree on at least 99% of
+// the probe keys, and returns how long that took; limit 0 means the test
+// fails only when agreement never comes within a minute.
+func waitAgreement(t *testing.T, c *Cluster, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < cmpOr(limit, time.Minute) {
+		if c.Agreement(probeKeys) >= 0.99 {
+			return time.Since(start)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("agreement %.3f after %v", c.Agreement(probeKeys), time.Since(start))
+	return 0
+}
+
+func cmpOr(a, b time.Duration) time.Duration {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+// checkNoGhostLoad: with no request in flight, every live replica's own
+// counters and its cluster-wide view read 0, within the staleness expiry.
+func checkNoGhostLoad(t *testing.T, c *Cluster) time.Duration {
+	t.Helper()
+	start := time.Now()
+	limit := 2 * c.cfg.Gossip.StaleAfter
+	for {
+		ghost := ""
+		for _, r := range c.Live() {
+			if n := r.Bal.Inflight().Total(); n != 0 {
+				ghost += fmt.Sprintf(" %s holds %d leases;", r.Name, n)
+			}
+			if n := r.Node.Loads().Total(); n != 0 {
+				ghost += fmt.Sprintf(" %s reads %d cluster-wide;", r.Name, n)
+			}
+		}
+		if ghost == "" {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("load left after %v:%s", limit, ghost)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// steady runs the standard load for d in the background; wait returns the
+// client when it is done.
+func steady(c *Cluster, d time.Duration, streamEvery int) (wait func() *Client) {
+	cl := c.NewClient()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	done := make(chan struct{})
+	go func() {
+		cl.Steady(ctx, 12, 6, 4, streamEvery, 200*time.Millisecond)
+		close(done)
+	}()
+	return func() *Client {
+		<-done
+		cancel()
+		cl.Close()
+		return cl
+	}
+}
+
+// No faults: every request answered by its own engine, conversations keep
+// their engine, nothing left in flight, the replicas agree.
+func TestBaseline(t *testing.T) {
+	scenario(t, DefaultConfig(), func(t *testing.T, c *Cluster) {
+		waitAgreement(t, c, time.Second)
+		cl := steady(c, 10*time.Second, 5)()
+		tally := Count(cl.Outcomes())
+		if tally.OK != tally.Requests || tally.Requests < 100 {
+			t.Fatalf("baseline: %v", tally)
+		}
+		settle := checkNoGhostLoad(t, c)
+		report(t, "%v; loads 0 after %v", tally, settle)
+	})
+}

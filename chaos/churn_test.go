@@ -1,0 +1,70 @@
+package chaos
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// counted reports whether any live replica still counts name's entry.
+func counted(c *Cluster, name string) bool {
+	for _, r := range c.Live() {
+		for _, e := range r.Node.Status().Entries {
+			if e.Node == name && e.Counted && len(e.Counts) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Scenario 1: a replica killed (SIGKILL: no leave) every few seconds and
+// restarted, then the same with clean stops (SIGTERM: drain, leave), under
+// steady load. Nothing is lost but what was in flight on a killed replica;
+// every answer is its request's; a dead replica's counts stop counting
+// within the staleness expiry; agreement is back within two push/pull
+// intervals of each restart; no load is left at the end.
+func TestReplicaChurn(t *testing.T) {
+	for _, clean := range []bool{false, true} {
+		name := map[bool]string{false: "kill", true: "clean"}[clean]
+		t.Run(name, func(t *testing.T) {
+			scenario(t, DefaultConfig(), func(t *testing.T, c *Cluster) {
+				wait := steady(c, 60*time.Second, 5)
+				var expiry, recovery []time.Duration
+				for k := range 6 {
+					time.Sleep(3 * time.Second)
+					i := k % 3
+					victim := c.Replica(i).Name
+					start := time.Now()
+					if clean {
+						c.StopReplica(i)
+					} else {
+						c.CrashReplica(i)
+					}
+					for counted(c, victim) {
+						time.Sleep(10 * time.Millisecond)
+					}
+					expiry = append(expiry, time.Since(start))
+					time.Sleep(4 * time.Second)
+					if err := c.StartReplica(i, c.EngineURLs()); err != nil {
+						t.Fatal(err)
+					}
+					recovery = append(recovery, waitAgreement(t, c, 2*c.cfg.Gossip.PushPull))
+				}
+				tally := Count(wait().Outcomes())
+				if tally.Failed != 0 || tally.Mismatched != 0 || tally.OK < tally.Requests*9/10 {
+					t.Fatalf("%v", tally)
+				}
+				if clean && tally.AtCrash != 0 {
+					t.Fatalf("clean stops cut %d requests", tally.AtCrash)
+				}
+				if worst := slices.Max(expiry); worst > c.cfg.Gossip.StaleAfter+time.Second {
+					t.Fatalf("a dead replica's counts counted for %v (expiry %v): %v", worst, c.cfg.Gossip.StaleAfter, expiry)
+				}
+				settle := checkNoGhostLoad(t, c)
+				report(t, "%v; dead replica's counts gone after max %v; agreement back after max %v; loads 0 after %v",
+					tally, slices.Max(expiry), slices.Max(recovery), settle)
+			})
+		})
+	}
+}

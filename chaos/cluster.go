@@ -1,0 +1,403 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/prefixring/prefixring/chaos/memnet"
+	"github.com/prefixring/prefixring/gossip"
+	"github.com/prefixring/prefixring/prefix"
+	"github.com/prefixring/prefixring/proxy"
+	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/sim/vllm"
+	"github.com/prefixring/prefixring/upstream"
+)
+
+// Config shapes a cluster.
+type Config struct {
+	Replicas, Engines int
+	Seed              uint64
+	Ring              ring.Config
+	Gossip            gossip.Config // NodeName, BindAddr, Join and Transport are set per replica
+	Health            upstream.HealthConfig
+	Proxy             proxy.Config
+	// Engine configures every simulated engine.
+	Engine vllm.Config
+	// Log, when set, receives every component's logs (CHAOS_LOG=1 sends
+	// them to stderr).
+	Log *slog.Logger
+}
+
+// DefaultConfig is the production configuration, with health probes every
+// second so scenarios see ejections in seconds.
+func DefaultConfig() Config {
+	h := upstream.DefaultHealthConfig()
+	h.Interval, h.Timeout = time.Second, 500*time.Millisecond
+	e := vllm.DefaultConfig()
+	e.DefaultMaxTokens = 16
+	return Config{Replicas: 3, Engines: 4, Seed: 1, Ring: ring.DefaultConfig(), Gossip: gossip.DefaultConfig(),
+		Health: h, Proxy: proxy.DefaultConfig(), Engine: e}
+}
+
+// Cluster is router replicas, engines and the networks between them.
+type Cluster struct {
+	cfg     Config
+	HTTP    *Net
+	Gossip  *memnet.Network
+	log     *slog.Logger
+	mu      sync.Mutex
+	reps    []*Replica // by index; nil while down
+	engines []*Engine
+	// crashes[i] counts replica i's crashes, so a client can tell a request
+	// cut by one from a lost one.
+	crashes []int
+}
+
+// Engine is one simulated vLLM server on the in-memory network.
+type Engine struct {
+	Addr, URL string
+	Server    *vllm.Server
+	ln        *Listener
+	http      *http.Server
+	stop      context.CancelFunc
+	done      sync.WaitGroup
+}
+
+// Replica is one router replica: the production balancer, endpoint set,
+// gossip node and HTTP path, wired as `prefixring serve` wires them.
+type Replica struct {
+	Name, Addr, GossipAddr string
+	Bal                    *ring.Balancer
+	Set                    *upstream.Set
+	Node                   *gossip.Node
+	ln                     *Listener
+	http                   *http.Server
+	tr                     *http.Transport
+	stop                   context.CancelFunc
+	done                   sync.WaitGroup
+}
+
+// New builds the networks; Start brings up engines and replicas.
+func New(cfg Config) *Cluster {
+	log := cfg.Log
+	if log == nil && os.Getenv("CHAOS_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Cluster{cfg: cfg, HTTP: NewNet(), Gossip: memnet.New(cfg.Seed), log: log,
+		reps: make([]*Replica, cfg.Replicas), engines: make([]*Engine, cfg.Engines), crashes: make([]int, cfg.Replicas)}
+}
+
+// EngineURL is engine i's URL, the endpoint ID the routers use.
+func EngineURL(i int) string { return fmt.Sprintf("http://10.1.0.%d:8000", i+1) }
+
+// ReplicaAddr is replica i's HTTP address.
+func ReplicaAddr(i int) string { return fmt.Sprintf("10.0.0.%d:8080", i+1) }
+
+func gossipAddr(i int) string { return fmt.Sprintf("10.0.0.%d:7946", i+1) }
+
+// EngineURLs are every engine's URL.
+func (c *Cluster) EngineURLs() []string {
+	out := make([]string, c.cfg.Engines)
+	for i := range out {
+		out[i] = EngineURL(i)
+	}
+	return out
+}
+
+// Start starts every engine, then every replica with the full endpoint
+// list, and waits until they form one cluster.
+func (c *Cluster) Start() error {
+	for i := range c.cfg.Engines {
+		if err := c.StartEngine(i); err != nil {
+			return err
+		}
+	}
+	for i := range c.cfg.Replicas {
+		if err := c.StartReplica(i, c.EngineURLs()); err != nil {
+			return err
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		full := true
+		for _, r := range c.Live() {
+			full = full && len(r.Node.Status().Members) == c.cfg.Replicas
+		}
+		if full {
+			return nil
+		}
+	}
+	return fmt.Errorf("chaos: replicas did not form one cluster")
+}
+
+// StartEngine starts (or restarts, at the same address) engine i.
+func (c *Cluster) StartEngine(i int) error {
+	cfg := c.cfg.Engine
+	cfg.Seed = c.cfg.Seed + uint64(i)
+	reg := prometheus.NewRegistry()
+	s, err := vllm.New(cfg, reg, reg)
+	if err != nil {
+		return err
+	}
+	addr := EngineURL(i)[len("http://"):]
+	ln, err := c.HTTP.Listen(addr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	e := &Engine{Addr: addr, URL: EngineURL(i), Server: s, ln: ln, http: &http.Server{Handler: s.Handler()}, stop: stop}
+	e.done.Go(func() { s.Run(ctx) })
+	e.done.Go(func() { _ = e.http.Serve(ln) })
+	c.mu.Lock()
+	c.engines[i] = e
+	c.mu.Unlock()
+	return nil
+}
+
+// Engine returns engine i, or nil while it is down.
+func (c *Cluster) Engine(i int) *Engine {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.engines[i]
+}
+
+// KillEngine kills engine i: its port refuses, its connections break.
+func (c *Cluster) KillEngine(i int) {
+	c.mu.Lock()
+	e := c.engines[i]
+	c.engines[i] = nil
+	c.mu.Unlock()
+	if e == nil {
+		return
+	}
+	e.ln.Crash()
+	_ = e.http.Close()
+	e.stop()
+	e.done.Wait()
+}
+
+// transport is an HTTP transport over the in-memory network.
+func (c *Cluster) transport() *http.Transport {
+	tr := proxy.NewTransport(c.cfg.Proxy)
+	tr.DialContext = c.HTTP.DialContext
+	tr.IdleConnTimeout = keepAlive
+	return tr
+}
+
+// StartReplica starts (or restarts) replica i with endpoints as its
+// static list, joining the others.
+func (c *Cluster) StartReplica(i int, endpoints []string) error {
+	name := fmt.Sprintf("r%d", i)
+	log := c.log.With("replica", name)
+	bal, err := ring.NewBalancer(c.cfg.Ring)
+	if err != nil {
+		return err
+	}
+	tr := c.transport()
+	set, err := upstream.NewSet(c.cfg.Health, upstream.Options{Transport: tr, Log: log})
+	if err != nil {
+		return err
+	}
+	mt, err := c.Gossip.Transport(gossipAddr(i))
+	if err != nil {
+		return err
+	}
+	gc := c.cfg.Gossip
+	gc.NodeName, gc.BindAddr, gc.Transport, gc.Sink = name, gossipAddr(i), mt, set
+	gc.Join = nil
+	for j := range c.cfg.Replicas {
+		if j != i {
+			gc.Join = append(gc.Join, gossipAddr(j))
+		}
+	}
+	node, err := gossip.New(gc, bal, prometheus.NewRegistry(), log)
+	if err != nil {
+		return err
+	}
+	set.SetArbiter(node)
+	set.Subscribe(func(_, cur *upstream.Snapshot) {
+		eps := make([]ring.Endpoint, len(cur.Endpoints))
+		for k, e := range cur.Endpoints {
+			eps[k] = ring.Endpoint{ID: e.ID, Healthy: e.Healthy}
+		}
+		if err := bal.Update(eps); err != nil {
+			log.Error("endpoint set rejected", "err", err)
+		}
+	})
+	keyer, err := prefix.New(prefix.DefaultConfig())
+	if err != nil {
+		return err
+	}
+	router, err := proxy.NewRouter(c.cfg.Proxy, proxy.Deps{Picker: node, Keyer: keyer, Targets: set, Observer: set, Log: log, Transport: tr})
+	if err != nil {
+		return err
+	}
+	ln, err := c.HTTP.Listen(ReplicaAddr(i))
+	if err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	r := &Replica{Name: name, Addr: ReplicaAddr(i), GossipAddr: gossipAddr(i), Bal: bal, Set: set, Node: node, ln: ln, tr: tr, stop: stop,
+		http: &http.Server{Handler: proxy.Public(router, proxy.Ops{Status: bal.Status})}}
+	if err := set.SetSource("static", endpoints); err != nil {
+		stop()
+		return err
+	}
+	r.done.Go(func() { set.Run(ctx) })
+	if err := set.WaitDispatched(ctx); err != nil {
+		stop()
+		return err
+	}
+	if err := node.Start(ctx); err != nil {
+		stop()
+		r.done.Wait()
+		return err
+	}
+	r.done.Go(func() { _ = r.http.Serve(ln) })
+	c.mu.Lock()
+	c.reps[i] = r
+	c.mu.Unlock()
+	return nil
+}
+
+// Replica returns replica i, or nil while it is down.
+func (c *Cluster) Replica(i int) *Replica {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reps[i]
+}
+
+// Live returns the replicas that are up, in index order.
+func (c *Cluster) Live() []*Replica {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*Replica
+	for _, r := range c.reps {
+		if r != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Crashes returns how many times replica i crashed.
+func (c *Cluster) Crashes(i int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.crashes[i]
+}
+
+// CrashReplica kills replica i as SIGKILL would: no leave, its gossip
+// address goes silent, its connections break mid-request.
+func (c *Cluster) CrashReplica(i int) {
+	c.mu.Lock()
+	r := c.reps[i]
+	c.reps[i] = nil
+	c.crashes[i]++
+	c.mu.Unlock()
+	if r == nil {
+		return
+	}
+	c.Gossip.Crash(r.GossipAddr)
+	r.ln.Crash()
+	_ = r.http.Close()
+	_ = r.Node.Close()
+	r.stop()
+	r.done.Wait()
+	r.tr.CloseIdleConnections()
+}
+
+// StopReplica stops replica i cleanly, as SIGTERM does: it stops taking
+// connections, lets in-flight requests finish, and leaves the cluster.
+func (c *Cluster) StopReplica(i int) {
+	c.mu.Lock()
+	r := c.reps[i]
+	c.reps[i] = nil
+	c.mu.Unlock()
+	if r == nil {
+		return
+	}
+	_ = r.ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	_ = r.http.Shutdown(ctx)
+	cancel()
+	_ = r.Node.Leave(5 * time.Second)
+	r.stop()
+	r.done.Wait()
+	r.tr.CloseIdleConnections()
+}
+
+// Close stops everything and waits long enough for memberlist's last
+// probes and streams to time out, so a synctest bubble ends empty.
+func (c *Cluster) Close() {
+	for i := range c.cfg.Replicas {
+		c.StopReplica(i)
+	}
+	for i := range c.cfg.Engines {
+		c.KillEngine(i)
+	}
+	time.Sleep(time.Minute)
+}
+
+// Probe is where each live replica would send each probe key now, without
+// keeping a lease: probe[k][replica name] = endpoint.
+func (c *Cluster) Probe(keys []uint64) []map[string]string {
+	live := c.Live()
+	out := make([]map[string]string, len(keys))
+	for k, key := range keys {
+		out[k] = map[string]string{}
+		for _, r := range live {
+			l, err := r.Bal.Acquire(ring.Request{Key: key, Keyed: true})
+			if err != nil {
+				out[k][r.Name] = "error"
+				continue
+			}
+			l.Release()
+			out[k][r.Name] = l.Endpoint
+		}
+	}
+	return out
+}
+
+// Agreement is the share of probe keys every live replica sends to the
+// same endpoint.
+func (c *Cluster) Agreement(keys []uint64) float64 {
+	if len(keys) == 0 {
+		return 1
+	}
+	agreed := 0
+	for _, m := range c.Probe(keys) {
+		var eps []string
+		for _, ep := range m {
+			eps = append(eps, ep)
+		}
+		slices.Sort(eps)
+		if len(slices.Compact(eps)) <= 1 {
+			agreed++
+		}
+	}
+	return float64(agreed) / float64(len(keys))
+}
+
+// ProbeKeys are n fixed probe keys.
+func ProbeKeys(n int) []uint64 {
+	keys := make([]uint64, n)
+	x := uint64(0x9e3779b97f4a7c15)
+	for i := range keys {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		keys[i] = x
+	}
+	return keys
+}

@@ -1,0 +1,196 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Outcome is what one client request got.
+type Outcome struct {
+	ID       string
+	Replica  int    // the replica that answered (or failed) it
+	Status   int    // 0 when no response arrived
+	Err      string // transport error, if any
+	Endpoint string // X-Prefixring-Endpoint
+	Stream   bool
+	// Belongs: the engine echoed this request's own X-Request-Id.
+	Belongs bool
+	// CutStream: a streamed response ended with the router's
+	// stream_interrupted error event.
+	CutStream bool
+	// AtCrash: the request was in flight on a replica that crashed.
+	AtCrash bool
+	Key     string // the conversation's system prompt and id, for affinity
+	Start   time.Time
+	TTFB    time.Duration
+}
+
+// OK reports a complete, correctly addressed answer.
+func (o Outcome) OK() bool { return o.Status == http.StatusOK && o.Belongs && !o.CutStream }
+
+// Client sends requests to the replicas as a DNS round-robin client with
+// several A records does: each request starts at the next replica, and a
+// connection refused moves it on to the one after.
+type Client struct {
+	c    *Cluster
+	http *http.Client
+	next atomic.Uint64
+	seq  atomic.Uint64
+
+	mu       sync.Mutex
+	outcomes []Outcome
+}
+
+// NewClient returns a client of c.
+func (c *Cluster) NewClient() *Client {
+	return &Client{c: c, http: &http.Client{Transport: c.transport()}}
+}
+
+// Close drops the client's idle connections.
+func (cl *Client) Close() { cl.http.CloseIdleConnections() }
+
+// Do sends one chat body and records the outcome.
+func (cl *Client) Do(ctx context.Context, key string, body []byte, stream bool) Outcome {
+	id := fmt.Sprintf("req-%d", cl.seq.Add(1))
+	n := cl.c.cfg.Replicas
+	start := int(cl.next.Add(1)-1) % n
+	o := Outcome{ID: id, Stream: stream, Key: key, Start: time.Now()}
+	for k := range n {
+		i := (start + k) % n
+		crashes := cl.c.Crashes(i)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ReplicaAddr(i)+"/v1/chat/completions", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Request-Id", id)
+		resp, err := cl.http.Do(req)
+		o.Replica = i
+		if err != nil {
+			if IsRefused(err) {
+				continue
+			}
+			o.Err = err.Error()
+			o.AtCrash = cl.c.Crashes(i) > crashes
+			break
+		}
+		o.TTFB = time.Since(o.Start)
+		o.Status, o.Endpoint = resp.StatusCode, resp.Header.Get("X-Prefixring-Endpoint")
+		o.Belongs = resp.Header.Get("X-Request-Id") == id
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			o.Err = err.Error()
+			o.AtCrash = cl.c.Crashes(i) > crashes
+		}
+		o.CutStream = stream && bytes.Contains(b, []byte("stream_interrupted"))
+		break
+	}
+	if o.Status == 0 && o.Err == "" {
+		o.Err = "every replica refused the connection"
+	}
+	cl.mu.Lock()
+	cl.outcomes = append(cl.outcomes, o)
+	cl.mu.Unlock()
+	return o
+}
+
+// Outcomes returns every outcome so far.
+func (cl *Client) Outcomes() []Outcome {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return append([]Outcome(nil), cl.outcomes...)
+}
+
+type message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// chatBody is a conversation's turn: one of groups shared system prompts,
+// then the turns so far.
+func chatBody(group, conv, turn int, stream bool) []byte {
+	msgs := []message{{Role: "system", Content: fmt.Sprintf("You are assistant %d of the chaos test. %s", group, strings.Repeat("Answer briefly and precisely. ", 40))}}
+	for t := 0; t <= turn; t++ {
+		msgs = append(msgs, message{Role: "user", Content: fmt.Sprintf("conversation %d, question %d: %s", conv, t, strings.Repeat("why? ", 20))})
+		if t < turn {
+			msgs = append(msgs, message{Role: "assistant", Content: "because"})
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"model": "meta-llama/Llama-3.1-8B-Instruct", "max_tokens": 8, "stream": stream, "messages": msgs})
+	return b
+}
+
+// Steady runs conversations until ctx ends: concurrency clients, each
+// playing conversations of turns turns over groups system prompts, with
+// think time between turns; every streamEvery-th request is streamed (0:
+// none).
+func (cl *Client) Steady(ctx context.Context, concurrency, groups, turns, streamEvery int, think time.Duration) {
+	var wg sync.WaitGroup
+	var conv atomic.Int64
+	var n atomic.Int64
+	for range concurrency {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				c := int(conv.Add(1))
+				for t := 0; t < turns && ctx.Err() == nil; t++ {
+					stream := streamEvery > 0 && n.Add(1)%int64(streamEvery) == 0
+					rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					cl.Do(rctx, fmt.Sprintf("g%d/c%d", c%groups, c), chatBody(c%groups, c, t, stream), stream)
+					cancel()
+					select {
+					case <-ctx.Done():
+					case <-time.After(think):
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// Tally sums outcomes for the invariants.
+type Tally struct {
+	Requests, OK  int
+	AtCrash       int // in flight on a replica that crashed: counted apart
+	Mismatched    int // answered with another request's answer
+	CutStreams    int // ended with the stream_interrupted event
+	Failed        int // anything else that is not OK
+	FailedByError map[string]int
+}
+
+// Count tallies outcomes.
+func Count(outs []Outcome) Tally {
+	t := Tally{FailedByError: map[string]int{}}
+	for _, o := range outs {
+		t.Requests++
+		switch {
+		case o.OK():
+			t.OK++
+		case o.AtCrash:
+			t.AtCrash++
+		case o.Status == http.StatusOK && !o.Belongs:
+			t.Mismatched++
+		case o.CutStream:
+			t.CutStreams++
+		default:
+			t.Failed++
+			kind := o.Err
+			if kind == "" {
+				kind = fmt.Sprintf("status %d", o.Status)
+			}
+			t.FailedByError[kind]++
+		}
+	}
+	return t
+}
+
+func (t Tally) String() string {
+	return fmt.Sprintf("%d requests: %d ok, %d in flight at a crash, %d cut streams, %d failed %v, %d mismatched",
+		t.Requests, t.OK, t.AtCrash, t.CutStreams, t.Failed, t.FailedByError, t.Mismatched)
+}
