@@ -106,11 +106,21 @@ func checkNoGhostLoad(t *testing.T, c *Cluster) time.Duration {
 // steady runs the standard load for d in the background; wait returns the
 // client when it is done.
 func steady(c *Cluster, d time.Duration, streamEvery int) (wait func() *Client) {
+	return steadyN(c, d, streamEvery, 12, 200*time.Millisecond)
+}
+
+// heavy is a load at which the bound matters: 24 clients, 50 ms think
+// (5-6 requests in flight per engine, above the bound's floor of 4).
+func heavy(c *Cluster, d time.Duration) (wait func() *Client) {
+	return steadyN(c, d, 0, 24, 50*time.Millisecond)
+}
+
+func steadyN(c *Cluster, d time.Duration, streamEvery, clients int, think time.Duration) (wait func() *Client) {
 	cl := c.NewClient()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	done := make(chan struct{})
 	go func() {
-		cl.Steady(ctx, 12, 6, 4, streamEvery, 200*time.Millisecond)
+		cl.Steady(ctx, clients, 6, 4, streamEvery, think)
 		close(done)
 	}()
 	return func() *Client {

@@ -401,3 +401,56 @@ func ProbeKeys(n int) []uint64 {
 	}
 	return keys
 }
+
+// Homes returns each probe key's home (its endpoint when none is over the
+// bound) as the first live replica sees it.
+func (c *Cluster) Homes(keys []uint64) []string {
+	live := c.Live()
+	out := make([]string, len(keys))
+	if len(live) == 0 {
+		return out
+	}
+	for k, key := range keys {
+		out[k], _ = live[0].Bal.Home(key)
+	}
+	return out
+}
+
+// Routed reports whether every live replica routes to endpoint id as
+// healthy (want true) or does not route to it at all or holds it out
+// (want false).
+func (c *Cluster) Routed(id string, want bool) bool {
+	for _, r := range c.Live() {
+		st, _ := r.Bal.Status()
+		healthy := false
+		for _, e := range st {
+			if e.ID == id {
+				healthy = e.Healthy
+			}
+		}
+		if healthy != want {
+			return false
+		}
+	}
+	return true
+}
+
+// Excess is how far the busiest endpoint is above the bound computed from
+// the true cluster-wide in-flight counts (every live replica's leases),
+// over n routed endpoints; 0 or less means every endpoint is within it.
+func (c *Cluster) Excess(n int) int64 {
+	loads := map[string]int64{}
+	var total int64
+	for _, r := range c.Live() {
+		for id, k := range r.Bal.Inflight().Counts() {
+			loads[id] += k
+			total += k
+		}
+	}
+	b := ring.Bound{LoadFactor: c.cfg.Ring.LoadFactor, Min: c.cfg.Ring.MinBound}
+	worst := int64(-1 << 62)
+	for _, k := range loads {
+		worst = max(worst, k-b.Slots(total-1, n))
+	}
+	return worst
+}

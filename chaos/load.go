@@ -31,6 +31,9 @@ type Outcome struct {
 	Key     string // the conversation's system prompt and id, for affinity
 	Start   time.Time
 	TTFB    time.Duration
+	// Prompt and Cached are the engine's usage counts (non-streamed
+	// answers): the hit rate as the engines saw it.
+	Prompt, Cached int
 }
 
 // OK reports a complete, correctly addressed answer.
@@ -51,7 +54,21 @@ type Client struct {
 
 // NewClient returns a client of c.
 func (c *Cluster) NewClient() *Client {
-	return &Client{c: c, http: &http.Client{Transport: c.transport()}}
+	tr := c.transport()
+	tr.ResponseHeaderTimeout = 0 // the client waits for the router's answer, a 504 included
+	return &Client{c: c, http: &http.Client{Transport: tr}}
+}
+
+// HitRate is the engines' cached share of prompt tokens over outs.
+func HitRate(outs []Outcome) float64 {
+	var p, c int
+	for _, o := range outs {
+		p, c = p+o.Prompt, c+o.Cached
+	}
+	if p == 0 {
+		return 0
+	}
+	return float64(c) / float64(p)
 }
 
 // Close drops the client's idle connections.
@@ -89,6 +106,19 @@ func (cl *Client) Do(ctx context.Context, key string, body []byte, stream bool) 
 			o.AtCrash = cl.c.Crashes(i) > crashes
 		}
 		o.CutStream = stream && bytes.Contains(b, []byte("stream_interrupted"))
+		if !stream && o.Status == http.StatusOK {
+			var u struct {
+				Usage struct {
+					PromptTokens int `json:"prompt_tokens"`
+					Details      struct {
+						CachedTokens int `json:"cached_tokens"`
+					} `json:"prompt_tokens_details"`
+				} `json:"usage"`
+			}
+			if json.Unmarshal(b, &u) == nil {
+				o.Prompt, o.Cached = u.Usage.PromptTokens, u.Usage.Details.CachedTokens
+			}
+		}
 		break
 	}
 	if o.Status == 0 && o.Err == "" {

@@ -175,6 +175,23 @@ func (b *Balancer) Acquire(req Request) (Lease, error) {
 	return Lease{Endpoint: id, Decision: d, h: &hold{c: b.inflight.acquire(id)}}, nil
 }
 
+// Home returns where key goes when no endpoint is over the bound: its
+// first usable candidate. It counts nothing; chaos tests read it to see
+// which keys an endpoint change moved.
+func (b *Balancer) Home(key uint64) (string, bool) {
+	s := b.snap.Load()
+	if s.ring == nil {
+		return "", false
+	}
+	parts := uint64(len(s.ring.owner))
+	for step := uint64(0); step < parts; step++ {
+		if i := int(s.ring.owner[(key%parts+step)%parts]); s.state.usable(s.ring, i, nil) {
+			return s.ring.ids[i], true
+		}
+	}
+	return "", false
+}
+
 // EndpointStatus is one endpoint as /debug/ring shows it.
 type EndpointStatus struct {
 	ID         string `json:"id"`

@@ -242,3 +242,35 @@ func TestCopiedLeaseReleasesOnce(t *testing.T) {
 		t.Fatalf("total %d, want 0", got)
 	}
 }
+
+// Home is the pick of an idle balancer, and skips an unhealthy home.
+func TestHomeIsTheIdlePick(t *testing.T) {
+	b, err := NewBalancer(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Home(1); ok {
+		t.Fatal("a home without endpoints")
+	}
+	ids := []string{"http://a:1", "http://b:1", "http://c:1", "http://d:1"}
+	if err := b.SetEndpoints(ids); err != nil {
+		t.Fatal(err)
+	}
+	for key := range uint64(200) {
+		h, _ := b.Home(key * 0x9e3779b97f4a7c15)
+		l, err := b.Acquire(Request{Key: key * 0x9e3779b97f4a7c15, Keyed: true})
+		if err != nil || l.Endpoint != h || l.Decision != DecisionHome {
+			t.Fatalf("key %d: home %s, idle pick %s %v", key, h, l.Endpoint, l.Decision)
+		}
+		l.Release()
+	}
+	eps := []Endpoint{{ID: ids[0], Healthy: true}, {ID: ids[1], Healthy: false}, {ID: ids[2], Healthy: true}, {ID: ids[3], Healthy: true}}
+	if err := b.Update(eps); err != nil {
+		t.Fatal(err)
+	}
+	for key := range uint64(200) {
+		if h, _ := b.Home(key); h == ids[1] {
+			t.Fatalf("key %d: home on the unhealthy endpoint", key)
+		}
+	}
+}

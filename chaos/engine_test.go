@@ -1,0 +1,223 @@
+package chaos
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prefixring/prefixring/sim/vllm"
+)
+
+// waitRouted waits until every live replica routes id (want) or holds it
+// out (!want), and returns how long it took.
+func waitRouted(t *testing.T, c *Cluster, id string, want bool, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !c.Routed(id, want) {
+		if time.Since(start) > limit {
+			t.Fatalf("%s routed=%v not reached within %v", id, want, limit)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// moved compares two home maps: how many keys moved, and how many of them
+// were not on the endpoint that changed (which must be none).
+func moved(before, after []string, changed string) (moves, others int) {
+	for k := range before {
+		if before[k] != after[k] {
+			moves++
+			if before[k] != changed && after[k] != changed {
+				others++
+			}
+		}
+	}
+	return
+}
+
+// Scenario 2: an engine dies mid-run and returns at the same address (the
+// Kubernetes NotReady -> Ready path). Requests that had not reached it are
+// retried elsewhere; only requests in flight on it at its death fail (cut
+// streams end with the error event); its keys, and only its keys, move,
+// and come home when it returns.
+func TestEngineDeathAndReturn(t *testing.T) {
+	scenario(t, DefaultConfig(), func(t *testing.T, c *Cluster) {
+		victim := EngineURL(1)
+		before := c.Homes(probeKeys)
+		wait := steady(c, 60*time.Second, 4)
+		time.Sleep(5 * time.Second)
+		killed := time.Now()
+		c.KillEngine(1)
+		ejected := waitRouted(t, c, victim, false, 10*time.Second)
+		during := c.Homes(probeKeys)
+		time.Sleep(5 * time.Second)
+		if err := c.StartEngine(1); err != nil {
+			t.Fatal(err)
+		}
+		// Requests to a refused port count as failed requests: the engine
+		// is ejected for BaseEjection (30 s), as Envoy's outlier detection
+		// does, whatever its probes say meanwhile.
+		back := waitRouted(t, c, victim, true, c.cfg.Health.BaseEjection+15*time.Second)
+		after := c.Homes(probeKeys)
+		cl := wait()
+
+		tally := Count(cl.Outcomes())
+		late := 0
+		for _, o := range cl.Outcomes() {
+			if !o.OK() && !(o.Start.Before(killed) && o.Endpoint == hostOf(victim)) && !(o.Start.Before(killed) && o.Err != "") {
+				late++
+			}
+		}
+		if late != 0 || tally.Mismatched != 0 {
+			t.Fatalf("%d requests failed that were not in flight on the dead engine: %v", late, tally)
+		}
+		gone, others := moved(before, during, victim)
+		if others != 0 {
+			t.Fatalf("%d keys of other engines moved when %s left", others, victim)
+		}
+		if !slices.Equal(before, after) {
+			back, _ := moved(before, after, victim)
+			t.Fatalf("%d keys did not come home", back)
+		}
+		report(t, "%v; ejected after %v; %d of %d probe keys moved, all its own; back after %v, every key home",
+			tally, ejected, gone, len(probeKeys), back)
+		checkNoGhostLoad(t, c)
+	})
+}
+
+func hostOf(url string) string { return url[len("http://"):] }
+
+// Scenario 4: an engine whose port goes up and down every second. Each
+// flap moves its keys and only its keys; no flap moves anything else, and
+// nothing is lost.
+func TestFlappingEngine(t *testing.T) {
+	scenario(t, DefaultConfig(), func(t *testing.T, c *Cluster) {
+		victim := EngineURL(2)
+		base := c.Homes(probeKeys)
+		wait := steady(c, 25*time.Second, 0)
+		prev, flaps, maxMoves, others := base, 0, 0, 0
+		for k := range 20 {
+			time.Sleep(time.Second)
+			if k%2 == 0 {
+				c.KillEngine(2)
+			} else if err := c.StartEngine(2); err != nil {
+				t.Fatal(err)
+			}
+			flaps++
+			time.Sleep(50 * time.Millisecond)
+			cur := c.Homes(probeKeys)
+			m, o := moved(prev, cur, victim)
+			maxMoves, others = max(maxMoves, m), others+o
+			prev = cur
+		}
+		if err := c.StartEngine(2); err != nil && c.Engine(2) == nil {
+			t.Fatal(err)
+		}
+		cl := wait()
+		tally := Count(cl.Outcomes())
+		if others != 0 || tally.Mismatched != 0 {
+			t.Fatalf("other keys moved %d times; %v", others, tally)
+		}
+		if own := countOn(base, victim); maxMoves > own {
+			t.Fatalf("a flap moved %d keys; the engine owns %d", maxMoves, own)
+		}
+		report(t, "%v; %d flaps; at most %d of its %d probe keys moved per flap, 0 of others'", tally, flaps, maxMoves, countOn(base, victim))
+	})
+}
+
+func countOn(homes []string, id string) int {
+	n := 0
+	for _, h := range homes {
+		if h == id {
+			n++
+		}
+	}
+	return n
+}
+
+// Scenario 5: one engine answers 10x slower. The bound moves its overflow
+// elsewhere; the other engines' requests keep their latency.
+func TestSlowEngine(t *testing.T) {
+	scenario(t, DefaultConfig(), func(t *testing.T, c *Cluster) {
+		base := Count(steady(c, 10*time.Second, 0)().Outcomes())
+		p99 := func(outs []Outcome, on func(string) bool) time.Duration {
+			var d []time.Duration
+			for _, o := range outs {
+				if o.OK() && on(o.Endpoint) {
+					d = append(d, o.TTFB)
+				}
+			}
+			slices.Sort(d)
+			if len(d) == 0 {
+				return 0
+			}
+			return d[(len(d)*99)/100]
+		}
+		baseline := steady(c, 10*time.Second, 0)()
+		slow := hostOf(EngineURL(0))
+		others := func(ep string) bool { return ep != slow }
+		on := func(ep string) bool { return ep == slow }
+		baseOthers := p99(baseline.Outcomes(), others)
+		if err := c.Engine(0).Server.SetFaults(vllm.Faults{Latency: 500 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		cl := steady(c, 20*time.Second, 0)()
+		tally := Count(cl.Outcomes())
+		share := 0
+		for _, o := range cl.Outcomes() {
+			if o.Endpoint == slow {
+				share++
+			}
+		}
+		if tally.OK != tally.Requests {
+			t.Fatalf("%v", tally)
+		}
+		slowOthers := p99(cl.Outcomes(), others)
+		if slowOthers > 2*baseOthers+50*time.Millisecond {
+			t.Fatalf("other engines' p99 %v against %v before", slowOthers, baseOthers)
+		}
+		report(t, "%v (baseline %d ok); slow engine p99 %v, took %.1f%% of requests; others' p99 %v (before: %v)",
+			tally, base.OK, p99(cl.Outcomes(), on), 100*float64(share)/float64(tally.Requests), slowOthers, baseOthers)
+		c.Engine(0).Server.SetFaults(vllm.Faults{})
+	})
+}
+
+// Scenario 6: an engine that answers 500 to everything, then one that
+// hangs. Each is ejected after a few failures (reported), requests then
+// go elsewhere, and it returns when it heals.
+func TestFailingEngine(t *testing.T) {
+	for _, mode := range []string{"errors", "hang"} {
+		t.Run(mode, func(t *testing.T) {
+			cfg := DefaultConfig()
+			// A hung engine still passes /health; only its requests' timeouts
+			// show it. Operators set --upstream-timeout to their longest
+			// expected wait for headers; 3 s here.
+			cfg.Proxy.UpstreamTimeout = 3 * time.Second
+			scenario(t, cfg, func(t *testing.T, c *Cluster) {
+				victim := EngineURL(3)
+				wait := steady(c, 40*time.Second, 0)
+				time.Sleep(3 * time.Second)
+				f := vllm.Faults{ErrorRate: 1}
+				if mode == "hang" {
+					f = vllm.Faults{HangRate: 1}
+				}
+				if err := c.Engine(3).Server.SetFaults(f); err != nil {
+					t.Fatal(err)
+				}
+				ejected := waitRouted(t, c, victim, false, 20*time.Second)
+				time.Sleep(5 * time.Second)
+				if err := c.Engine(3).Server.SetFaults(vllm.Faults{}); err != nil {
+					t.Fatal(err)
+				}
+				returned := waitRouted(t, c, victim, true, 2*time.Minute)
+				cl := wait()
+				tally := Count(cl.Outcomes())
+				if tally.Mismatched != 0 || tally.Failed > tally.Requests/20 {
+					t.Fatalf("%v", tally)
+				}
+				report(t, "%v; ejected after %v; back %v after healing", tally, ejected, returned)
+			})
+		})
+	}
+}
