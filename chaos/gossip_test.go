@@ -99,6 +99,12 @@ func TestLossyGossip(t *testing.T) {
 	})
 }
 
+func p95(xs []int64) int64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)*95/100]
+}
+
 func mean(xs []float64) float64 {
 	s := 0.0
 	for _, x := range xs {
@@ -136,10 +142,13 @@ func TestEndpointSetSkew(t *testing.T) {
 		// The lagging replica's leases stay counted (it carries them in its
 		// entry although it does not list the engine), so the bound holds
 		// as well as with equal lists.
-		if worst, base := slices.Max(excess), slices.Max(baseExcess); worst > base+2 {
-			t.Fatalf("an endpoint went %d over the bound while the lists differed; %d with equal lists", worst, base)
+		// Compared at the 95th percentile of 100 ms samples: the maximum of
+		// one run is one burst's luck either way.
+		if skew, base := p95(excess), p95(baseExcess); skew > base+2 {
+			t.Fatalf("the bound's excess (p95 of samples) was %d while the lists differed, %d with equal lists", skew, base)
 		}
-		report(t, "%v; bound excess while one replica lacked an engine max %d (equal lists: %d), %d samples", tally, slices.Max(excess), slices.Max(baseExcess), len(excess))
+		report(t, "%v; bound excess while one replica lacked an engine p95 %d, max %d (equal lists: p95 %d, max %d)",
+			tally, p95(excess), slices.Max(excess), p95(baseExcess), slices.Max(baseExcess))
 		checkNoGhostLoad(t, c)
 	})
 }

@@ -43,10 +43,11 @@ func (o Outcome) OK() bool { return o.Status == http.StatusOK && o.Belongs && !o
 // several A records does: each request starts at the next replica, and a
 // connection refused moves it on to the one after.
 type Client struct {
-	c    *Cluster
-	http *http.Client
-	next atomic.Uint64
-	seq  atomic.Uint64
+	urls    []string // the replicas' API roots, in order
+	crashes func(i int) int
+	http    *http.Client
+	next    atomic.Uint64
+	seq     atomic.Uint64
 
 	mu       sync.Mutex
 	outcomes []Outcome
@@ -56,7 +57,21 @@ type Client struct {
 func (c *Cluster) NewClient() *Client {
 	tr := c.transport()
 	tr.ResponseHeaderTimeout = 0 // the client waits for the router's answer, a 504 included
-	return &Client{c: c, http: &http.Client{Transport: tr}}
+	urls := make([]string, c.cfg.Replicas)
+	for i := range urls {
+		urls[i] = "http://" + ReplicaAddr(i)
+	}
+	return NewClient(urls, tr, c.Crashes)
+}
+
+// NewClient returns a client of the replicas at urls over rt; crashes(i)
+// counts replica i's crashes so far (nil: none are counted), so a request
+// cut by a crash is told from a lost one.
+func NewClient(urls []string, rt http.RoundTripper, crashes func(i int) int) *Client {
+	if crashes == nil {
+		crashes = func(int) int { return 0 }
+	}
+	return &Client{urls: urls, crashes: crashes, http: &http.Client{Transport: rt}}
 }
 
 // HitRate is the engines' cached share of prompt tokens over outs.
@@ -77,13 +92,13 @@ func (cl *Client) Close() { cl.http.CloseIdleConnections() }
 // Do sends one chat body and records the outcome.
 func (cl *Client) Do(ctx context.Context, key string, body []byte, stream bool) Outcome {
 	id := fmt.Sprintf("req-%d", cl.seq.Add(1))
-	n := cl.c.cfg.Replicas
+	n := len(cl.urls)
 	start := int(cl.next.Add(1)-1) % n
 	o := Outcome{ID: id, Stream: stream, Key: key, Start: time.Now()}
 	for k := range n {
 		i := (start + k) % n
-		crashes := cl.c.Crashes(i)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ReplicaAddr(i)+"/v1/chat/completions", bytes.NewReader(body))
+		crashes := cl.crashes(i)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, cl.urls[i]+"/v1/chat/completions", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Request-Id", id)
 		resp, err := cl.http.Do(req)
@@ -93,7 +108,7 @@ func (cl *Client) Do(ctx context.Context, key string, body []byte, stream bool) 
 				continue
 			}
 			o.Err = err.Error()
-			o.AtCrash = cl.c.Crashes(i) > crashes
+			o.AtCrash = cl.crashes(i) > crashes
 			break
 		}
 		o.TTFB = time.Since(o.Start)
@@ -103,7 +118,7 @@ func (cl *Client) Do(ctx context.Context, key string, body []byte, stream bool) 
 		resp.Body.Close()
 		if err != nil {
 			o.Err = err.Error()
-			o.AtCrash = cl.c.Crashes(i) > crashes
+			o.AtCrash = cl.crashes(i) > crashes
 		}
 		o.CutStream = stream && bytes.Contains(b, []byte("stream_interrupted"))
 		if !stream && o.Status == http.StatusOK {
