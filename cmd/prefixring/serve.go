@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -164,6 +165,7 @@ func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
 		return nil, err
 	}
 	ops.Extra["GET /debug/endpoints"] = jsonHandler(func() any { return r.endpoints.Health() })
+	ops.Extra["GET /debug/pick"] = pickHandler(bal)
 	sc := proxy.DefaultServerConfig()
 	sc.IdleTimeout, sc.MaxConnections = c.Duration("client-idle-timeout"), c.Int("max-connections")
 	if r.public, err = proxy.NewServer(sc, proxy.Public(router, ops), log); err != nil {
@@ -262,6 +264,37 @@ func (r *replica) drain(delay, timeout time.Duration, done <-chan error, log *sl
 	}
 	r.transport.CloseIdleConnections()
 	log.Info("stopped")
+}
+
+// pickHandler answers where each of the keys in ?key=K1,K2,... (decimal
+// uint64 affinity keys) would go now, through the bound as the replica
+// reads it, without keeping a request there (and without counting one in
+// the metrics): chaos runs compare the replicas' answers.
+func pickHandler(bal *ring.Balancer) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		picks := map[string]string{}
+		for _, f := range strings.Split(r.URL.Query().Get("key"), ",") {
+			if f == "" {
+				continue
+			}
+			k, err := strconv.ParseUint(f, 10, 64)
+			if err != nil || len(picks) >= 10000 {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				fmt.Fprintf(w, `{"error":{"message":"key %q: want up to 10000 comma-separated decimal uint64 keys","type":"invalid_request_error","param":"key","code":"invalid_key"}}`+"\n", f)
+				return
+			}
+			l, err := bal.Acquire(ring.Request{Key: k, Keyed: true})
+			if err != nil {
+				picks[f] = ""
+				continue
+			}
+			l.Release()
+			picks[f] = l.Endpoint
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"picks": picks})
+	})
 }
 
 // jsonHandler serves what v returns as JSON.
