@@ -281,7 +281,9 @@ func pickHandler(bal *ring.Balancer) http.Handler {
 			if err != nil || len(picks) >= 10000 {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusBadRequest)
-				fmt.Fprintf(w, `{"error":{"message":"key %q: want up to 10000 comma-separated decimal uint64 keys","type":"invalid_request_error","param":"key","code":"invalid_key"}}`+"\n", f)
+				_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
+					"message": fmt.Sprintf("key %q: want up to 10000 comma-separated decimal uint64 keys", f),
+					"type":    "invalid_request_error", "param": "key", "code": "invalid_key"}})
 				return
 			}
 			l, err := bal.Acquire(ring.Request{Key: k, Keyed: true})
