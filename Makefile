@@ -4,7 +4,7 @@ BIN     := bin/prefixring
 PKGS    := ./...
 FUZZTIME ?= 2m
 
-.PHONY: all build test test-deploy vet fmt-check tidy-check bench bench-proxy demo e2e-real fuzz clean
+.PHONY: all build test test-deploy vet fmt-check tidy-check bench bench-proxy demo e2e-real chaos fuzz clean
 
 all: build
 
@@ -58,6 +58,15 @@ demo: build
 # cached under ~/.cache/prefixring after). See README, "A real engine".
 e2e-real: build
 	scripts/real-engine/e2e.sh
+
+# Chaos, both forms: the in-process scenarios (virtual time; also part of
+# make test) with their figures, then the real processes: this binary's
+# serve and sim, real signals, and as root each replica in a network
+# namespace with its gossip links cut or made lossy (iproute2, nftables;
+# tc netem where the kernel has it). About 5 minutes.
+chaos: build
+	CHAOS_TABLE=1 $(GO) test -race -count=1 -run . ./chaos/
+	$(BIN) chaos
 
 clean:
 	rm -rf bin

@@ -27,6 +27,7 @@ func newApp() *cli.App {
 			simCommand(),
 			loadCommand(),
 			evalCommand(),
+			chaosCommand(),
 		},
 	}
 }
