@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -98,17 +101,28 @@ func (cl *Client) Do(ctx context.Context, key string, body []byte, stream bool) 
 	for k := range n {
 		i := (start + k) % n
 		crashes := cl.crashes(i)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, cl.urls[i]+"/v1/chat/completions", bytes.NewReader(body))
+		var reused bool
+		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused }}
+		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, cl.urls[i]+"/v1/chat/completions", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Request-Id", id)
 		resp, err := cl.http.Do(req)
 		o.Replica = i
 		if err != nil {
-			if IsRefused(err) {
+			o.AtCrash = cl.crashes(i) > crashes
+			// Refused: nobody listens there now. Reset or closed on a kept-
+			// alive connection before any answer, while no crash happened
+			// during the request: the connection belonged to a process that
+			// died before it was sent (Go's Transport retries that itself
+			// only for idempotent requests; OpenAI's SDKs retry connection
+			// errors). Either way: the next replica. A request cut by a crash
+			// while in flight is counted apart instead.
+			stale := reused && !o.AtCrash && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF))
+			if IsRefused(err) || stale {
+				o.AtCrash = false
 				continue
 			}
 			o.Err = err.Error()
-			o.AtCrash = cl.crashes(i) > crashes
 			break
 		}
 		o.TTFB = time.Since(o.Start)
