@@ -38,7 +38,7 @@ type Endpoints interface {
 const Default = "chwbl"
 
 // Names are the policies [New] builds.
-var Names = []string{"chwbl", "round-robin", "random", "least-load", "p2c"}
+var Names = []string{"chwbl", "round-robin", "random", "least-load", "p2c", "session", "chash", "dualmap", "chwbl-local"}
 
 // ErrNoEndpoints is returned when no endpoint may take the request.
 var ErrNoEndpoints = ring.ErrNoEndpoints
@@ -61,6 +61,25 @@ func New(name string, chwbl Picker, eps Endpoints, seed uint64) (Picker, error) 
 		return &LeastLoad{eps: eps}, nil
 	case "p2c":
 		return &P2C{eps: eps, rng: newLockedRand(seed, 0x2c)}, nil
+	case "session", "chash", "dualmap":
+		h, ok := eps.(Hasher)
+		if !ok {
+			return nil, fmt.Errorf("policy: %s needs the ring's placement", name)
+		}
+		ll := &LeastLoad{eps: eps}
+		switch name {
+		case "session":
+			return &Session{hash: h, fallback: ll}, nil
+		case "chash":
+			return &CHash{hash: h, fallback: ll}, nil
+		}
+		return &DualMap{hash: h, eps: eps, fallback: ll}, nil
+	case "chwbl-local":
+		l, ok := eps.(LocalCHWBL)
+		if !ok {
+			return nil, errors.New("policy: chwbl-local needs the balancer")
+		}
+		return localCHWBL{l}, nil
 	}
 	return nil, fmt.Errorf("policy: unknown policy %q (known: %s)", name, strings.Join(Names, ", "))
 }
@@ -172,4 +191,110 @@ func (p *P2C) Acquire(req ring.Request) (ring.Lease, error) {
 		}
 	}
 	return p.eps.AcquireOn(c[best].ID, ring.DecisionFallback), nil
+}
+
+// Hasher places keys on the ring with no bound: the key's first usable
+// endpoint, skipping exclude ([ring.Balancer.HomeExcluding]).
+type Hasher interface {
+	HomeExcluding(key uint64, exclude []string) (string, bool)
+	AcquireOn(id string, d ring.Decision) ring.Lease
+}
+
+// LocalCHWBL is CHWBL whose bound reads only this replica's counts
+// ([ring.Balancer.AcquireLocal]).
+type LocalCHWBL interface {
+	AcquireLocal(ring.Request) (ring.Lease, error)
+}
+
+type localCHWBL struct{ b LocalCHWBL }
+
+func (p localCHWBL) Acquire(req ring.Request) (ring.Lease, error) { return p.b.AcquireLocal(req) }
+
+// CHash sends a keyed request to its key's home on the ring whatever the
+// load, as the vLLM router's consistent_hash does (users measured its hit
+// rate collapsing under saturation: nothing spills); unkeyed requests go
+// to the least loaded endpoint.
+type CHash struct {
+	hash     Hasher
+	fallback Picker
+}
+
+// Acquire implements Picker.
+func (p *CHash) Acquire(req ring.Request) (ring.Lease, error) {
+	if !req.Keyed {
+		return p.fallback.Acquire(req)
+	}
+	id, ok := p.hash.HomeExcluding(req.Key, req.Exclude)
+	if !ok {
+		return ring.Lease{}, ErrNoEndpoints
+	}
+	return p.hash.AcquireOn(id, ring.DecisionHome), nil
+}
+
+// Session is sticky sessions: a request carrying a session id (the session
+// header) goes to that session's home, unbounded; any other request goes
+// to the least loaded endpoint, its prompt ignored.
+type Session struct {
+	hash     Hasher
+	fallback Picker
+}
+
+// Acquire implements Picker.
+func (p *Session) Acquire(req ring.Request) (ring.Lease, error) {
+	if !req.Keyed || !req.Session {
+		return p.fallback.Acquire(ring.Request{Exclude: req.Exclude})
+	}
+	id, ok := p.hash.HomeExcluding(req.Key, req.Exclude)
+	if !ok {
+		return ring.Lease{}, ErrNoEndpoints
+	}
+	return p.hash.AcquireOn(id, ring.DecisionHome), nil
+}
+
+// DualMap gives each key two homes, by two independent hashes, and sends
+// the request to the one with fewer requests in flight (ties: the first),
+// the two-choice scheme of DualMap (arXiv 2602.06502) as the study issue
+// describes it: affinity to one of two places, balance between them.
+type DualMap struct {
+	hash     Hasher
+	eps      Endpoints
+	fallback Picker
+}
+
+// mix is a second, independent hash of a key (splitmix64's finalizer).
+func mix(k uint64) uint64 {
+	k ^= k >> 30
+	k *= 0xbf58476d1ce4e5b9
+	k ^= k >> 27
+	k *= 0x94d049bb133111eb
+	return k ^ k>>31
+}
+
+// Acquire implements Picker.
+func (p *DualMap) Acquire(req ring.Request) (ring.Lease, error) {
+	if !req.Keyed {
+		return p.fallback.Acquire(req)
+	}
+	a, ok := p.hash.HomeExcluding(req.Key, req.Exclude)
+	if !ok {
+		return ring.Lease{}, ErrNoEndpoints
+	}
+	b, _ := p.hash.HomeExcluding(mix(req.Key), req.Exclude)
+	if b == a || b == "" {
+		return p.hash.AcquireOn(a, ring.DecisionHome), nil
+	}
+	var buf [16]ring.Candidate
+	la, lb := int64(0), int64(0)
+	for _, c := range p.eps.Candidates(req.Exclude, buf[:0]) {
+		switch c.ID {
+		case a:
+			la = c.Load
+		case b:
+			lb = c.Load
+		}
+	}
+	if lb < la {
+		return p.hash.AcquireOn(b, ring.DecisionSpill), nil
+	}
+	return p.hash.AcquireOn(a, ring.DecisionHome), nil
 }

@@ -148,3 +148,117 @@ func TestEveryPolicyCountsAndRespectsHealth(t *testing.T) {
 		t.Fatal("unknown policy accepted")
 	}
 }
+
+// hold keeps n leases on id.
+func hold(b *ring.Balancer, id string, n int) []ring.Lease {
+	var out []ring.Lease
+	for range n {
+		out = append(out, b.AcquireOn(id, ring.DecisionFallback))
+	}
+	return out
+}
+
+func release(ls []ring.Lease) {
+	for _, l := range ls {
+		l.Release()
+	}
+}
+
+// chash keeps a key home however loaded the home is (no bound), skips a
+// tried or unhealthy home, and sends unkeyed requests to the least loaded.
+func TestCHashIgnoresLoad(t *testing.T) {
+	b := balancer(t)
+	p := picker(t, "chash", b)
+	const key = 42
+	home, _ := b.Home(key)
+	held := hold(b, home, 50)
+	defer release(held)
+	if got := pick(t, p, ring.Request{Key: key, Keyed: true}); got != home {
+		t.Fatalf("chash moved a key off its home at 50 in flight: %s, home %s", got, home)
+	}
+	if bounded := pick(t, picker(t, "chwbl-local", b), ring.Request{Key: key, Keyed: true}); bounded == home {
+		t.Fatal("the bounded picker did not spill either: the test does not load the home")
+	}
+	if got := pick(t, p, ring.Request{Key: key, Keyed: true, Exclude: []string{home}}); got == home {
+		t.Fatal("chash retried on the tried home")
+	}
+	if got := pick(t, p, ring.Request{}); got == home {
+		t.Fatal("an unkeyed request went to the busiest endpoint")
+	}
+	u := balancer(t, home)
+	if got := pick(t, picker(t, "chash", u), ring.Request{Key: key, Keyed: true}); got == home {
+		t.Fatal("chash used an unhealthy home")
+	}
+}
+
+// session follows the session id alone: a session's requests share one
+// endpoint whatever their prompts; a request without one goes to the least
+// loaded endpoint even when it has a prompt key.
+func TestSessionFollowsTheSessionOnly(t *testing.T) {
+	b := balancer(t)
+	p := picker(t, "session", b)
+	home, _ := b.Home(7)
+	for range 5 {
+		if got := pick(t, p, ring.Request{Key: 7, Keyed: true, Session: true}); got != home {
+			t.Fatalf("session 7 went to %s, home %s", got, home)
+		}
+	}
+	held := hold(b, home, 3)
+	defer release(held)
+	if got := pick(t, p, ring.Request{Key: 7, Keyed: true}); got == home {
+		t.Fatal("a prompt key (no session) was followed to a loaded endpoint")
+	}
+}
+
+// dualmap sends a key to the less loaded of its two homes, and never
+// anywhere else.
+func TestDualMapPicksTheLessLoadedOfTwoHomes(t *testing.T) {
+	b := balancer(t)
+	p := picker(t, "dualmap", b)
+	var key uint64
+	var a, c string
+	for key = 1; ; key++ {
+		a, _ = b.Home(key)
+		c, _ = b.HomeExcluding(mix(key), nil)
+		if a != c {
+			break
+		}
+	}
+	if got := pick(t, p, ring.Request{Key: key, Keyed: true}); got != a {
+		t.Fatalf("idle: %s, want the first home %s", got, a)
+	}
+	held := hold(b, a, 2)
+	if got := pick(t, p, ring.Request{Key: key, Keyed: true}); got != c {
+		t.Fatalf("first home loaded: %s, want the second home %s", got, c)
+	}
+	held = append(held, hold(b, c, 5)...)
+	defer release(held)
+	if got := pick(t, p, ring.Request{Key: key, Keyed: true}); got != a {
+		t.Fatalf("second home busier: %s, want %s", got, a)
+	}
+}
+
+// chwbl-local bounds by this balancer's own counts even when the balancer
+// reads a cluster-wide view: it spills only on what it placed itself.
+func TestCHWBLLocalReadsOwnCounts(t *testing.T) {
+	b := balancer(t)
+	home, _ := b.Home(9)
+	b.SetLoads(fixedLoads{home: 100})
+	if got := pick(t, picker(t, "chwbl", b), ring.Request{Key: 9, Keyed: true}); got == home {
+		t.Fatal("chwbl ignored the cluster-wide load")
+	}
+	if got := pick(t, picker(t, "chwbl-local", b), ring.Request{Key: 9, Keyed: true}); got != home {
+		t.Fatalf("chwbl-local read the cluster-wide load: %s, home %s", got, home)
+	}
+}
+
+type fixedLoads map[string]int64
+
+func (f fixedLoads) Load(id string) int64 { return f[id] }
+func (f fixedLoads) Total() int64 {
+	var t int64
+	for _, n := range f {
+		t += n
+	}
+	return t
+}

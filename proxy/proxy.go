@@ -177,7 +177,7 @@ func (rt *Router) reject(w http.ResponseWriter, e *apiError) {
 func (rt *Router) requestOf(r *http.Request, route prefix.Route, body []byte) (ring.Request, *apiError) {
 	if h := rt.cfg.SessionHeader; h != "" {
 		if s := r.Header.Get(h); s != "" {
-			return ring.Request{Key: prefix.SessionKey("", s), Keyed: true}, nil
+			return ring.Request{Key: prefix.SessionKey("", s), Keyed: true, Session: true}, nil
 		}
 	}
 	if len(body) == 0 {

@@ -178,18 +178,43 @@ func (b *Balancer) Acquire(req Request) (Lease, error) {
 // Home returns where key goes when no endpoint is over the bound: its
 // first usable candidate. It counts nothing; chaos tests read it to see
 // which keys an endpoint change moved.
-func (b *Balancer) Home(key uint64) (string, bool) {
+func (b *Balancer) Home(key uint64) (string, bool) { return b.HomeExcluding(key, nil) }
+
+// HomeExcluding is [Balancer.Home] skipping the endpoints in exclude (a
+// retry's earlier tries): an unbounded consistent hash.
+func (b *Balancer) HomeExcluding(key uint64, exclude []string) (string, bool) {
 	s := b.snap.Load()
 	if s.ring == nil {
 		return "", false
 	}
 	parts := uint64(len(s.ring.owner))
 	for step := uint64(0); step < parts; step++ {
-		if i := int(s.ring.owner[(key%parts+step)%parts]); s.state.usable(s.ring, i, nil) {
+		if i := int(s.ring.owner[(key%parts+step)%parts]); s.state.usable(s.ring, i, exclude) {
 			return s.ring.ids[i], true
 		}
 	}
 	return "", false
+}
+
+// AcquireLocal is [Balancer.Acquire] with the bound reading this
+// balancer's own in-flight counts, whatever cluster-wide view it was given:
+// CHWBL as a replica without shared counts runs it (HAProxy, KubeAI at N
+// replicas), for comparison.
+func (b *Balancer) AcquireLocal(req Request) (Lease, error) {
+	s := b.snap.Load()
+	if s.ring == nil {
+		return Lease{}, ErrNoEndpoints
+	}
+	if !req.Keyed {
+		req.Key = b.unkeyed.Add(1)
+	}
+	local := NewState(s.ring, s.healthy, b.inflight, Bound{LoadFactor: b.cfg.LoadFactor, Min: b.cfg.MinBound})
+	i, d, err := s.ring.Pick(req, local)
+	if err != nil {
+		return Lease{}, err
+	}
+	id := s.ring.ids[i]
+	return Lease{Endpoint: id, Decision: d, h: &hold{c: b.inflight.acquire(id)}}, nil
 }
 
 // EndpointStatus is one endpoint as /debug/ring shows it.

@@ -47,6 +47,9 @@ type Request struct {
 	Keyed bool
 	// Exclude lists endpoint IDs already tried for this request.
 	Exclude []string
+	// Session marks a key that is a client's session id (the session
+	// header), not a prompt prefix: the session policy reads it.
+	Session bool
 }
 
 // Bound is the request-level bound of CHWBL (Mirrokni, Thorup and

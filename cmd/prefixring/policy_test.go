@@ -25,6 +25,10 @@ func TestPolicyFlag(t *testing.T) {
 	}{
 		{nil, 1},
 		{[]string{"--policy", "round-robin"}, 3},
+		{[]string{"--policy", "chash"}, 1},
+		{[]string{"--policy", "dualmap"}, 1},
+		{[]string{"--policy", "chwbl-local"}, 1},
+		{[]string{"--policy", "session"}, 3}, // no session header: least-load, in turn while idle
 	} {
 		r := startRouter(t, append([]string{"--endpoints", f.urls()}, tc.args...)...)
 		seen := map[string]bool{}
