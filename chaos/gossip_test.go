@@ -6,24 +6,6 @@ import (
 	"time"
 )
 
-// sampler records a measure every interval until stopped.
-func sample(every time.Duration, f func()) (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(every):
-				f()
-			}
-		}
-	}()
-	return func() { close(done); <-finished }
-}
-
 func window(outs []Outcome, from, to time.Time) []Outcome {
 	var w []Outcome
 	for _, o := range outs {
@@ -42,13 +24,13 @@ func TestGossipPartition(t *testing.T) {
 	scenario(t, DefaultConfig(), func(t *testing.T, c *Cluster) {
 		wait := heavy(c, 50*time.Second)
 		var baseExcess []int64
-		stopBase := sample(100*time.Millisecond, func() { baseExcess = append(baseExcess, c.Excess(c.cfg.Engines)) })
+		stopBase := Sample(100*time.Millisecond, func() { baseExcess = append(baseExcess, c.Excess(c.cfg.Engines)) })
 		time.Sleep(10 * time.Second)
 		stopBase()
 		split := time.Now()
 		c.Gossip.Partition([]string{gossipAddr(0), gossipAddr(1)}, []string{gossipAddr(2)})
 		var excess []int64
-		stopSampling := sample(100*time.Millisecond, func() { excess = append(excess, c.Excess(c.cfg.Engines)) })
+		stopSampling := Sample(100*time.Millisecond, func() { excess = append(excess, c.Excess(c.cfg.Engines)) })
 		time.Sleep(30 * time.Second)
 		stopSampling()
 		healed := time.Now()
@@ -76,7 +58,7 @@ func TestLossyGossip(t *testing.T) {
 	scenario(t, DefaultConfig(), func(t *testing.T, c *Cluster) {
 		measure := func() (agree []float64, excess []int64, cl *Client) {
 			wait := heavy(c, 20*time.Second)
-			stop := sample(time.Second, func() {
+			stop := Sample(time.Second, func() {
 				agree = append(agree, c.Agreement(probeKeys))
 				excess = append(excess, c.Excess(c.cfg.Engines))
 			})
@@ -95,7 +77,7 @@ func TestLossyGossip(t *testing.T) {
 		settle := checkNoGhostLoad(t, c)
 		idle := waitAgreement(t, c, 2*c.cfg.Gossip.PushPull)
 		report(t, "%v; agreement under load mean %.3f (no loss: %.3f); bound excess max %d (no loss: %d); views drained to 0 in %v after the load stopped, agreed %v later",
-			tally, mean(agree), mean(cleanAgree), slices.Max(excess), slices.Max(cleanExcess), settle, idle)
+			tally, Mean(agree), Mean(cleanAgree), slices.Max(excess), slices.Max(cleanExcess), settle, idle)
 	})
 }
 
@@ -105,14 +87,6 @@ func p95(xs []int64) int64 {
 	return s[len(s)*95/100]
 }
 
-func mean(xs []float64) float64 {
-	s := 0.0
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(max(len(xs), 1))
-}
-
 // Scenario 8: one replica's endpoint list lags (it lacks an engine, as
 // DNS lag would cause) for 20 s. Every lease still counts everywhere, so
 // loads stay within the bound on every endpoint, and the lists re-converge.
@@ -120,7 +94,7 @@ func TestEndpointSetSkew(t *testing.T) {
 	scenario(t, DefaultConfig(), func(t *testing.T, c *Cluster) {
 		wait := heavy(c, 40*time.Second)
 		var baseExcess []int64
-		stopBase := sample(100*time.Millisecond, func() { baseExcess = append(baseExcess, c.Excess(c.cfg.Engines)) })
+		stopBase := Sample(100*time.Millisecond, func() { baseExcess = append(baseExcess, c.Excess(c.cfg.Engines)) })
 		time.Sleep(10 * time.Second)
 		stopBase()
 		lagging := c.Replica(2)
@@ -128,7 +102,7 @@ func TestEndpointSetSkew(t *testing.T) {
 			t.Fatal(err)
 		}
 		var excess []int64
-		stopSampling := sample(100*time.Millisecond, func() { excess = append(excess, c.Excess(c.cfg.Engines)) })
+		stopSampling := Sample(100*time.Millisecond, func() { excess = append(excess, c.Excess(c.cfg.Engines)) })
 		time.Sleep(20 * time.Second)
 		stopSampling()
 		if err := lagging.Set.SetSource("static", c.EngineURLs()); err != nil {

@@ -253,3 +253,30 @@ func (t Tally) String() string {
 	return fmt.Sprintf("%d requests: %d ok, %d in flight at a crash, %d cut streams, %d failed %v, %d mismatched",
 		t.Requests, t.OK, t.AtCrash, t.CutStreams, t.Failed, t.FailedByError, t.Mismatched)
 }
+
+// Sample calls f every interval until the returned stop is called, and
+// waits for the last call to finish.
+func Sample(every time.Duration, f func()) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(every):
+				f()
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// Mean is the mean of xs (0 when empty).
+func Mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(max(len(xs), 1))
+}

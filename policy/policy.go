@@ -69,7 +69,7 @@ func New(name string, chwbl Picker, eps Endpoints, seed uint64) (Picker, error) 
 		ll := &LeastLoad{eps: eps}
 		switch name {
 		case "session":
-			return &Session{hash: h, fallback: ll}, nil
+			return &Session{chash: &CHash{hash: h, fallback: ll}}, nil
 		case "chash":
 			return &CHash{hash: h, fallback: ll}, nil
 		}
@@ -234,21 +234,14 @@ func (p *CHash) Acquire(req ring.Request) (ring.Lease, error) {
 // Session is sticky sessions: a request carrying a session id (the session
 // header) goes to that session's home, unbounded; any other request goes
 // to the least loaded endpoint, its prompt ignored.
-type Session struct {
-	hash     Hasher
-	fallback Picker
-}
+type Session struct{ chash *CHash }
 
 // Acquire implements Picker.
 func (p *Session) Acquire(req ring.Request) (ring.Lease, error) {
-	if !req.Keyed || !req.Session {
-		return p.fallback.Acquire(ring.Request{Exclude: req.Exclude})
+	if !req.Session {
+		req = ring.Request{Exclude: req.Exclude} // its prompt key is not followed
 	}
-	id, ok := p.hash.HomeExcluding(req.Key, req.Exclude)
-	if !ok {
-		return ring.Lease{}, ErrNoEndpoints
-	}
-	return p.hash.AcquireOn(id, ring.DecisionHome), nil
+	return p.chash.Acquire(req)
 }
 
 // DualMap gives each key two homes, by two independent hashes, and sends

@@ -159,7 +159,11 @@ func (b *Balancer) swap(r *Ring, healthy []bool, loads Loads) {
 
 // Acquire picks an endpoint for req and counts the request on it. Release
 // the lease when the request ends.
-func (b *Balancer) Acquire(req Request) (Lease, error) {
+func (b *Balancer) Acquire(req Request) (Lease, error) { return b.acquire(req, false) }
+
+// acquire picks over the current snapshot: its state, or with local a
+// state whose bound reads this balancer's own counts.
+func (b *Balancer) acquire(req Request, local bool) (Lease, error) {
 	s := b.snap.Load()
 	if s.ring == nil {
 		return Lease{}, ErrNoEndpoints
@@ -167,7 +171,11 @@ func (b *Balancer) Acquire(req Request) (Lease, error) {
 	if !req.Keyed {
 		req.Key = b.unkeyed.Add(1)
 	}
-	i, d, err := s.ring.Pick(req, s.state)
+	st := s.state
+	if local {
+		st = NewState(s.ring, s.healthy, b.inflight, Bound{LoadFactor: b.cfg.LoadFactor, Min: b.cfg.MinBound})
+	}
+	i, d, err := s.ring.Pick(req, st)
 	if err != nil {
 		return Lease{}, err
 	}
@@ -200,22 +208,7 @@ func (b *Balancer) HomeExcluding(key uint64, exclude []string) (string, bool) {
 // balancer's own in-flight counts, whatever cluster-wide view it was given:
 // CHWBL as a replica without shared counts runs it (HAProxy, KubeAI at N
 // replicas), for comparison.
-func (b *Balancer) AcquireLocal(req Request) (Lease, error) {
-	s := b.snap.Load()
-	if s.ring == nil {
-		return Lease{}, ErrNoEndpoints
-	}
-	if !req.Keyed {
-		req.Key = b.unkeyed.Add(1)
-	}
-	local := NewState(s.ring, s.healthy, b.inflight, Bound{LoadFactor: b.cfg.LoadFactor, Min: b.cfg.MinBound})
-	i, d, err := s.ring.Pick(req, local)
-	if err != nil {
-		return Lease{}, err
-	}
-	id := s.ring.ids[i]
-	return Lease{Endpoint: id, Decision: d, h: &hold{c: b.inflight.acquire(id)}}, nil
-}
+func (b *Balancer) AcquireLocal(req Request) (Lease, error) { return b.acquire(req, true) }
 
 // EndpointStatus is one endpoint as /debug/ring shows it.
 type EndpointStatus struct {

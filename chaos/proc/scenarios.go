@@ -299,22 +299,6 @@ func excess(c *Cluster) int64 {
 	return worst
 }
 
-func sample(every time.Duration, f func()) (stop func()) {
-	done, finished := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(finished)
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(every):
-				f()
-			}
-		}
-	}()
-	return func() { close(done); <-finished }
-}
-
 func partition(ctx context.Context, c *Cluster, r *Row) error {
 	wait := load(c, 45*time.Second, 24, 50*time.Millisecond, 0)
 	pause(ctx, 5*time.Second)
@@ -322,7 +306,7 @@ func partition(ctx context.Context, c *Cluster, r *Row) error {
 	if err := c.Partition([]int{0, 1}, []int{2}); err != nil {
 		return err
 	}
-	stop := sample(200*time.Millisecond, func() { ex = append(ex, excess(c)) })
+	stop := chaos.Sample(200*time.Millisecond, func() { ex = append(ex, excess(c)) })
 	pause(ctx, 30*time.Second)
 	stop()
 	// The cut is real: memberlist on the lone side has declared the others
@@ -345,7 +329,7 @@ func partition(ctx context.Context, c *Cluster, r *Row) error {
 func lossy(ctx context.Context, c *Cluster, r *Row) error {
 	measure := func() (agree []float64, outs []chaos.Outcome) {
 		wait := load(c, 15*time.Second, 24, 50*time.Millisecond, 0)
-		stop := sample(time.Second, func() {
+		stop := chaos.Sample(time.Second, func() {
 			if a, err := c.Agreement(probeKeys); err == nil {
 				agree = append(agree, a)
 			}
@@ -364,29 +348,21 @@ func lossy(ctx context.Context, c *Cluster, r *Row) error {
 	basic(r, outs, 0)
 	settle(ctx, c, r)
 	c.Heal()
-	r.Figures["agreement_mean_clean"], r.Figures["agreement_mean_lossy"] = mean(clean), mean(degraded)
+	r.Figures["agreement_mean_clean"], r.Figures["agreement_mean_lossy"] = chaos.Mean(clean), chaos.Mean(degraded)
 	return nil
-}
-
-func mean(xs []float64) float64 {
-	s := 0.0
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(max(len(xs), 1))
 }
 
 func skew(ctx context.Context, c *Cluster, r *Row) error {
 	wait := load(c, 30*time.Second, 24, 50*time.Millisecond, 0)
 	var base, ex []int64
-	stop := sample(200*time.Millisecond, func() { base = append(base, excess(c)) })
+	stop := chaos.Sample(200*time.Millisecond, func() { base = append(base, excess(c)) })
 	pause(ctx, 6*time.Second)
 	stop()
 	c.StopReplica(2, syscall.SIGTERM)
 	if err := c.StartReplica(2, c.EngineURLs()[:c.cfg.Engines-1]); err != nil {
 		return err
 	}
-	stop = sample(200*time.Millisecond, func() { ex = append(ex, excess(c)) })
+	stop = chaos.Sample(200*time.Millisecond, func() { ex = append(ex, excess(c)) })
 	pause(ctx, 15*time.Second)
 	stop()
 	outs := wait()
