@@ -5,8 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/prefixring/prefixring/chaos"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The table shows every row, its figures sorted, skipped scenarios and
 // broken invariants plainly.
