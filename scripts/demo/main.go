@@ -98,7 +98,7 @@ func main() {
 		if err != nil {
 			log.Fatalf("prefixring eval: %v", err)
 		}
-		fmt.Printf("\nThe same question in the fleet simulator, five policies at 1, 3 and 8 router replicas, normal and 8x load (prefixring eval, virtual time):\n  %s", out)
+		fmt.Printf("\nThe same question in the fleet simulator, every policy at 1, 3 and 8 router replicas, normal and 8x load (prefixring eval, virtual time):\n  %s", out)
 	}
 	fmt.Printf("\nDone in %.0f s. The same comparison against your own servers or routers:\n"+
 		"  bin/prefixring load --url http://ROUTER1,http://ROUTER2 --workload multi-turn --concurrency 48 --stream --json run.json\n"+
