@@ -25,7 +25,7 @@ func evalCommand() *cli.Command {
 			"rate scale × load factor × gossip interval) through simulated vLLM engines and writes DIR/results.json,\n" +
 			"DIR/report.md (the study's questions answered from the numbers, its goals checked) and DIR/index.html (charts).",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "workload", Value: join(d.Workloads), Usage: "comma list of shared-prefix (SGLang's benchmark shape, Zipf-skewed groups) and trace:PATH (Mooncake format)"},
+			&cli.StringFlag{Name: "workload", Value: join(d.Workloads), Usage: "comma list of shared-prefix (SGLang's benchmark shape, Zipf-skewed groups), multi-turn, multi-turn-completions, agentic (closed loop: each turn after the previous answer, keyed by the production keyer on its JSON body) and trace:PATH (Mooncake format)"},
 			&cli.StringFlag{Name: "policies", Value: join(d.Policies), Usage: "comma list of " + join(policy.Names)},
 			&cli.StringFlag{Name: "endpoints", Value: joinAny(d.Endpoints), Usage: "comma list of engine counts"},
 			&cli.StringFlag{Name: "routers", Value: joinAny(d.Routers), Usage: "comma list of router replica counts (each policy runs that many independent instances; chwbl's gossip)"},

@@ -27,7 +27,7 @@ func TestEvalCommand(t *testing.T) {
 			t.Fatalf("%s: %v", f, err)
 		}
 	}
-	for _, bad := range [][]string{{"--routers", "x"}, {"--policies", "nope"}, {"--workload", "multi-turn"}, {"--gossip-interval", "fast"}} {
+	for _, bad := range [][]string{{"--routers", "x"}, {"--policies", "nope"}, {"--workload", "nope"}, {"--gossip-interval", "fast"}} {
 		out, err := exec.Command(e2eproc.Binary(t), append([]string{"eval", "--out", dir}, bad...)...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), strings.TrimPrefix(bad[0], "--")) && !strings.Contains(string(out), bad[1]) {
 			t.Errorf("%v: %v\n%s", bad, err, out)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prefixring/prefixring/policy"
+	"github.com/prefixring/prefixring/prefix"
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/sim/engine"
 	"github.com/prefixring/prefixring/sim/fleet"
@@ -70,8 +71,8 @@ func (c Config) Validate() error {
 		}
 	}
 	for _, w := range c.Workloads {
-		if w != "shared-prefix" && !strings.HasPrefix(w, "trace:") {
-			return fmt.Errorf("eval: workload %q: the simulator replays shared-prefix or trace:PATH (the multi-turn workloads need a closed-loop driver it does not have yet)", w)
+		if !slices.Contains(workload.Names, w) && !strings.HasPrefix(w, "trace:") {
+			return fmt.Errorf("eval: unknown workload %q (known: %s, trace:PATH)", w, strings.Join(workload.Names, ", "))
 		}
 	}
 	for _, n := range c.Endpoints {
@@ -134,7 +135,9 @@ type Result struct {
 	// have sent to the same endpoint (chwbl and chwbl-local runs, which
 	// the replicas model measures; null for the others).
 	Agreement *float64 `json:"agreement"`
-	// SameEngineTurns is null: these workloads have no conversations.
+	// SameEngineTurns is the share of conversations' turns that went to
+	// their conversation's most used engine (null for workloads without
+	// conversations).
 	SameEngineTurns *float64 `json:"same_engine_turns"`
 	// TTFTsMS are the sorted TTFTs, for the CDF chart; not in results.json.
 	TTFTsMS []float64 `json:"-"`
@@ -264,15 +267,31 @@ func (m *multi) Acquire(req ring.Request) (ring.Lease, error) {
 	return p.Acquire(req)
 }
 
+// sessionWorkload reports a closed-loop workload: conversations or agent
+// loops, played turn by turn.
+func sessionWorkload(name string) bool {
+	return name != "shared-prefix" && !strings.HasPrefix(name, "trace:")
+}
+
 func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
-	reqs, err := wl.get(cfg, pt.workload, pt.rateScale)
-	if err != nil {
+	var reqs []workload.Request
+	var sessions []workload.Session
+	var err error
+	if sessionWorkload(pt.workload) {
+		if sessions, err = workload.Named(pt.workload, cfg.Seed, pt.rateScale); err != nil {
+			return Result{}, err
+		}
+	} else if reqs, err = wl.get(cfg, pt.workload, pt.rateScale); err != nil {
 		return Result{}, err
 	}
 	ids := fleet.EndpointIDs(pt.endpoints)
 	rc := ring.DefaultConfig()
 	rc.LoadFactor = pt.loadFactor
 	key := workload.PrefixKey(cfg.KeyTokens)
+	callKey, err := productionKey()
+	if err != nil {
+		return Result{}, err
+	}
 	var picker policy.Picker
 	var rp *replicas.Picker
 	switch pt.policy {
@@ -283,6 +302,12 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 			return Result{}, err
 		}
 		picker, key = rp, rp.Key(key)
+		// The replicas model learns virtual time from the key function.
+		inner := callKey
+		callKey = func(c *workload.Call, at time.Duration) (uint64, bool) {
+			rp.SetNow(at)
+			return inner(c, at)
+		}
 	default:
 		m := &multi{}
 		for i := range pt.routers {
@@ -305,11 +330,21 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 	if cfg.KVBlocks > 0 {
 		ec.NumBlocks = cfg.KVBlocks
 	}
-	res, err := fleet.Run(fleet.Config{Engines: pt.endpoints, Engine: ec, Picker: picker, Key: key}, reqs)
+	fc := fleet.Config{Engines: pt.endpoints, Engine: ec, Picker: picker, Key: key}
+	var res *fleet.Result
+	if sessions != nil {
+		res, reqs, err = fleet.RunSessions(fc, sessions, callKey)
+	} else {
+		res, err = fleet.Run(fc, reqs)
+	}
 	if err != nil {
 		return Result{}, err
 	}
 	r := measure(res, reqs, ec.BlockSize, pt.endpoints)
+	if sessions != nil {
+		s := sameEngineTurns(res.Records)
+		r.SameEngineTurns = &s
+	}
 	r.Policy, r.Workload, r.Endpoints, r.Routers = pt.policy, pt.workload, pt.endpoints, pt.routers
 	r.RateScale, r.LoadFactor, r.GossipIntervalMS = pt.rateScale, pt.loadFactor, float64(pt.interval)/float64(time.Millisecond)
 	if rp != nil {
@@ -317,4 +352,58 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 		r.Agreement = &a
 	}
 	return r, nil
+}
+
+// productionKey keys a rendered request with the router's own keyer
+// (prefix.Keyer, default configuration) on the JSON body a client sends.
+func productionKey() (fleet.CallKey, error) {
+	k, err := prefix.New(prefix.DefaultConfig())
+	if err != nil {
+		return nil, err
+	}
+	return func(c *workload.Call, _ time.Duration) (uint64, bool) {
+		body, err := c.Body("meta-llama/Llama-3.1-8B-Instruct", false)
+		if err != nil {
+			return 0, false
+		}
+		route := prefix.RouteChat
+		if c.API == workload.Completions {
+			route = prefix.RouteCompletions
+		}
+		key, ok, err := k.Key(route, body)
+		return key, ok && err == nil
+	}, nil
+}
+
+// sameEngineTurns is the share of the turns of multi-turn sessions that
+// went to their session's most used engine.
+func sameEngineTurns(recs []fleet.Record) float64 {
+	per := map[int]map[string]int{}
+	turns := map[int]int{}
+	for _, r := range recs {
+		if r.Session < 0 || r.Err != "" {
+			continue
+		}
+		if per[r.Session] == nil {
+			per[r.Session] = map[string]int{}
+		}
+		per[r.Session][r.Endpoint]++
+		turns[r.Session]++
+	}
+	var top, all int
+	for s, m := range per {
+		if turns[s] < 2 {
+			continue
+		}
+		best := 0
+		for _, n := range m {
+			best = max(best, n)
+		}
+		top += best
+		all += turns[s]
+	}
+	if all == 0 {
+		return 0
+	}
+	return float64(top) / float64(all)
 }

@@ -100,7 +100,7 @@ func TestEvalIsDeterministic(t *testing.T) {
 func TestEvalRejectsBadConfigs(t *testing.T) {
 	for name, mut := range map[string]func(*Config){
 		"policy":   func(c *Config) { c.Policies = []string{"nope"} },
-		"workload": func(c *Config) { c.Workloads = []string{"multi-turn"} },
+		"workload": func(c *Config) { c.Workloads = []string{"multi-turns"} },
 		"c":        func(c *Config) { c.LoadFactors = []float64{0.5} },
 		"routers":  func(c *Config) { c.Routers = []int{0} },
 		"empty":    func(c *Config) { c.RateScales = nil },
@@ -132,5 +132,28 @@ func TestIdealHitRate(t *testing.T) {
 	got := IdealHitRate(reqs, 16)
 	if want := float64(512+1024) / 4096; got != want {
 		t.Fatalf("ideal %v, want %v", got, want)
+	}
+}
+
+// The closed-loop workloads run through the production key and report
+// how many of a conversation's turns stayed on its engine.
+func TestEvalSessionWorkloads(t *testing.T) {
+	c := tiny()
+	c.Workloads = []string{"multi-turn", "agentic"}
+	c.Routers, c.LoadFactors = []int{1}, []float64{1.25}
+	results, err := Run(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		if r.SameEngineTurns == nil || r.Requests < 100 {
+			t.Fatalf("%s/%s: %d requests, same-engine turns %v", r.Workload, r.Policy, r.Requests, r.SameEngineTurns)
+		}
+		if r.Policy == "round-robin" && *r.SameEngineTurns > 0.6 {
+			t.Errorf("%s: round-robin kept %.2f of turns together", r.Workload, *r.SameEngineTurns)
+		}
+		if r.Policy == "chwbl" && *r.SameEngineTurns < 0.9 {
+			t.Errorf("%s: chwbl kept only %.2f of turns together at low load", r.Workload, *r.SameEngineTurns)
+		}
 	}
 }

@@ -24,6 +24,9 @@ type fleet struct {
 	chain   *engine.Chain
 	now     time.Duration
 	steps   int
+	// finished collects the requests that finished, for a driver that
+	// reacts to completions (RunSessions); nil-safe to ignore.
+	finished []int
 }
 
 func newFleet(cfg Config, n int) (*fleet, error) {
@@ -59,13 +62,18 @@ func (f *fleet) nextStepEnd() (int, time.Duration) {
 
 // arrive routes request i and queues it on its engine.
 func (f *fleet) arrive(i int, r *workload.Request) {
-	f.now = r.Arrival
-	rec := &f.records[i]
-	*rec = Record{Index: i, Arrival: r.Arrival, PromptTokens: r.InputLen}
 	var rr ring.Request
 	if f.cfg.Key != nil {
 		rr.Key, rr.Keyed = f.cfg.Key(r)
 	}
+	f.arriveAs(i, r, rr)
+}
+
+// arriveAs routes request i as rr says and queues it on its engine.
+func (f *fleet) arriveAs(i int, r *workload.Request, rr ring.Request) {
+	f.now = r.Arrival
+	rec := &f.records[i]
+	*rec = Record{Index: i, Arrival: r.Arrival, PromptTokens: r.InputLen, Session: -1}
 	lease, err := f.cfg.Picker.Acquire(rr)
 	if err != nil {
 		rec.Err = err.Error()
@@ -106,6 +114,7 @@ func (f *fleet) endStep(ei int, end time.Duration) {
 	fe.inStep = false
 	for _, er := range res.Finished {
 		i := int(er.ID)
+		f.finished = append(f.finished, i)
 		rec := &f.records[i]
 		rec.QueueDelay, rec.TTFT, rec.E2E = er.QueueDelay(), er.TTFT(), er.E2E()
 		rec.OutputTokens, rec.CachedTokens = er.Output, er.CachedTokens

@@ -60,6 +60,9 @@ type Record struct {
 	PrefillComputed int // tokens computed by prefill, recomputation included
 	Preemptions     int
 	Err             string
+	// Session and Turn place a request of RunSessions in its session;
+	// Session is -1 for Run's requests.
+	Session, Turn int
 }
 
 // Result is a whole run.

@@ -150,6 +150,10 @@ func (p *Picker) Key(k workload.KeyFunc) workload.KeyFunc {
 	}
 }
 
+// SetNow tells the replicas the virtual time of the next pick, for drivers
+// that key requests without [Picker.Key] (closed-loop sessions).
+func (p *Picker) SetNow(now time.Duration) { p.now = now }
+
 // Acquire publishes and delivers what is due, asks every replica for
 // agreement, and acquires on the next replica in turn.
 func (p *Picker) Acquire(req ring.Request) (ring.Lease, error) {

@@ -1,0 +1,67 @@
+package fleet
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/sim/engine"
+	"github.com/prefixring/prefixring/sim/workload"
+)
+
+// Sessions play in closed loop: each turn arrives its think time after the
+// previous turn's answer, carries the history (so it is longer and mostly
+// cached on the same engine), and every turn is recorded once.
+func TestRunSessionsIsClosedLoop(t *testing.T) {
+	w := workload.DefaultMultiTurn(workload.Chat)
+	w.Conversations, w.Turns = 6, 4
+	sessions, err := w.Sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ring.NewBalancer(ring.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetEndpoints(EndpointIDs(3)); err != nil {
+		t.Fatal(err)
+	}
+	// Key each session on its id: a conversation stays on one engine.
+	key := func(c *workload.Call, _ time.Duration) (uint64, bool) { return uint64(c.Session) + 1, true }
+	res, reqs, err := RunSessions(Config{Engines: 3, Engine: engine.DefaultConfig(), Picker: b}, sessions, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Records) != 24 || len(reqs) != 24 {
+		t.Fatalf("%d records, %d requests; want 24 turns", len(res.Records), len(reqs))
+	}
+	type last struct {
+		done   time.Duration
+		prompt int
+		ep     string
+	}
+	seen := map[int]last{}
+	turns := map[int]int{}
+	for _, r := range res.Records {
+		if r.Err != "" {
+			t.Fatalf("turn rejected: %+v", r)
+		}
+		if p, ok := seen[r.Session]; ok {
+			think := sessions[r.Session].Turns[r.Turn].Think
+			if r.Arrival != p.done+think {
+				t.Fatalf("session %d turn %d arrived %v, want the answer's end %v + think %v", r.Session, r.Turn, r.Arrival, p.done, think)
+			}
+			if r.PromptTokens <= p.prompt || r.Endpoint != p.ep || r.CachedTokens < p.prompt/2 {
+				t.Fatalf("session %d turn %d: prompt %d (before %d), cached %d, engine %s (before %s)",
+					r.Session, r.Turn, r.PromptTokens, p.prompt, r.CachedTokens, r.Endpoint, p.ep)
+			}
+		} else if r.Turn != 0 {
+			t.Fatalf("session %d starts at turn %d", r.Session, r.Turn)
+		}
+		if r.Turn != turns[r.Session] {
+			t.Fatalf("session %d: turn %d out of order", r.Session, r.Turn)
+		}
+		turns[r.Session]++
+		seen[r.Session] = last{r.Arrival + r.E2E, r.PromptTokens, r.Endpoint}
+	}
+}
