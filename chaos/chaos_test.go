@@ -109,10 +109,10 @@ func steady(c *Cluster, d time.Duration, streamEvery int) (wait func() *Client) 
 	return steadyN(c, d, streamEvery, 12, 200*time.Millisecond)
 }
 
-// heavy is a load at which the bound matters: 24 clients, 50 ms think
-// (5-6 requests in flight per engine, above the bound's floor of 4).
+// heavy is a load at which the bound matters: 16 clients, 30 ms think
+// (about 4 requests in flight per engine, at the bound's floor).
 func heavy(c *Cluster, d time.Duration) (wait func() *Client) {
-	return steadyN(c, d, 0, 24, 50*time.Millisecond)
+	return steadyN(c, d, 0, 16, 30*time.Millisecond)
 }
 
 func steadyN(c *Cluster, d time.Duration, streamEvery, clients int, think time.Duration) (wait func() *Client) {

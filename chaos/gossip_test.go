@@ -22,10 +22,10 @@ func window(outs []Outcome, from, to time.Time) []Outcome {
 // intervals of the heal.
 func TestGossipPartition(t *testing.T) {
 	scenario(t, DefaultConfig(), func(t *testing.T, c *Cluster) {
-		wait := heavy(c, 50*time.Second)
+		wait := heavy(c, 45*time.Second)
 		var baseExcess []int64
 		stopBase := Sample(100*time.Millisecond, func() { baseExcess = append(baseExcess, c.Excess(c.cfg.Engines)) })
-		time.Sleep(10 * time.Second)
+		time.Sleep(8 * time.Second)
 		stopBase()
 		split := time.Now()
 		c.Gossip.Partition([]string{gossipAddr(0), gossipAddr(1)}, []string{gossipAddr(2)})
@@ -42,7 +42,7 @@ func TestGossipPartition(t *testing.T) {
 		if tally.OK != tally.Requests {
 			t.Fatalf("a side stopped serving: %v", tally)
 		}
-		before, during, after := HitRate(window(outs, split.Add(-10*time.Second), split)), HitRate(window(outs, split, healed)), HitRate(window(outs, healed.Add(2*time.Second), healed.Add(12*time.Second)))
+		before, during, after := HitRate(window(outs, split.Add(-8*time.Second), split)), HitRate(window(outs, split, healed)), HitRate(window(outs, healed.Add(2*time.Second), healed.Add(12*time.Second)))
 		report(t, "%v; hit rate %.3f before, %.3f split, %.3f after; bound excess max %d before, %d during the split; agreement back %v after the heal",
 			tally, before, during, after, slices.Max(baseExcess), slices.Max(excess), recovered)
 		checkNoGhostLoad(t, c)
@@ -57,7 +57,7 @@ func TestGossipPartition(t *testing.T) {
 func TestLossyGossip(t *testing.T) {
 	scenario(t, DefaultConfig(), func(t *testing.T, c *Cluster) {
 		measure := func() (agree []float64, excess []int64, cl *Client) {
-			wait := heavy(c, 20*time.Second)
+			wait := heavy(c, 15*time.Second)
 			stop := Sample(time.Second, func() {
 				agree = append(agree, c.Agreement(probeKeys))
 				excess = append(excess, c.Excess(c.cfg.Engines))
@@ -92,10 +92,10 @@ func p95(xs []int64) int64 {
 // loads stay within the bound on every endpoint, and the lists re-converge.
 func TestEndpointSetSkew(t *testing.T) {
 	scenario(t, DefaultConfig(), func(t *testing.T, c *Cluster) {
-		wait := heavy(c, 40*time.Second)
+		wait := heavy(c, 32*time.Second)
 		var baseExcess []int64
 		stopBase := Sample(100*time.Millisecond, func() { baseExcess = append(baseExcess, c.Excess(c.cfg.Engines)) })
-		time.Sleep(10 * time.Second)
+		time.Sleep(8 * time.Second)
 		stopBase()
 		lagging := c.Replica(2)
 		if err := lagging.Set.SetSource("static", c.EngineURLs()[:3]); err != nil {
