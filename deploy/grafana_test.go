@@ -142,7 +142,8 @@ func TestDashboardShape(t *testing.T) {
 	names := d.metricNames(t)
 	for _, want := range []string{
 		"prefixring_requests_total",                   // requests by decision, spill ratio
-		"prefixring_inflight_requests",                // per-endpoint in-flight
+		"prefixring_inflight_requests",                // per-endpoint in-flight requests
+		"prefixring_load",                             // per-endpoint load the bound reads
 		"prefixring_upstream_ttfb_seconds_bucket",     // time to first byte
 		"prefixring_gossip_members",                   // gossip member count
 		"prefixring_gossip_peer_state_age_seconds",    // gossip state age

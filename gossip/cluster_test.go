@@ -36,6 +36,7 @@ type cluster struct {
 	reps  map[string]*replica
 	key   []byte
 	tweak func(*Config)
+	plug  func(name string, n *Node) // before Start (ShareSketch)
 }
 
 func newCluster(t *testing.T, seed uint64) *cluster {
@@ -56,7 +57,10 @@ func (c *cluster) start(name, addr string, key []byte) (*replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	bal, err := ring.NewBalancer(ring.DefaultConfig())
+	// The cluster tests reason in requests (CHWBL's own unit).
+	rc := ring.DefaultConfig()
+	rc.Signal, rc.MinBound = ring.SignalRequests, ring.DefaultMinRequests
+	bal, err := ring.NewBalancer(rc)
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +75,9 @@ func (c *cluster) start(name, addr string, key []byte) (*replica, error) {
 	n.ObserveEndpoints(testEndpoints)
 	ws := workers.NewSet(name, nil, 0)
 	n.ShareWorkers(ws)
+	if c.plug != nil {
+		c.plug(name, n)
+	}
 	if err := n.Start(context.Background()); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/prefixring/prefixring/workers"
 )
 
 // delegate receives memberlist's callbacks. None of them blocks: messages
@@ -50,13 +52,14 @@ func (d *delegate) LocalState(join bool) []byte {
 	d.n.mu.Lock()
 	entries := d.n.state.Entries()
 	d.n.mu.Unlock()
-	b := EncodeState(entries)
+	var ops []workers.Op
 	if w := d.n.workers; w != nil {
 		w.GC()
-		if ops := w.Ops(); len(ops) > 0 {
-			b = EncodeStateWorkers(entries, ops)
-		}
+		ops = w.Ops()
 	}
+	m := Message{Entries: entries, Workers: ops}
+	d.n.addSketch(&m, join)
+	b := EncodePushPull(m)
 	d.n.met.sent("pushpull", len(b))
 	return b
 }
@@ -75,6 +78,7 @@ func (d *delegate) NotifyJoin(node *memberlist.Node) {
 	if node.Name != d.n.cfg.NodeName {
 		c := *node
 		d.n.queueFull(&c)
+		d.n.queueSketch(&c)
 	}
 	d.n.wake()
 }
@@ -109,6 +113,8 @@ func kindName(b []byte) string {
 			return "full"
 		case kindWorkers:
 			return "workers"
+		case kindSketch:
+			return "sketch"
 		}
 	}
 	return "other"

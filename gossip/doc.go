@@ -22,6 +22,8 @@
 // The shell ([Node]) runs a hashicorp/memberlist member: a ticker publishes
 // this replica's entry to every live member as a small UDP delta each
 // interval; push/pull exchanges full state for anti-entropy; memberlist
-// callbacks copy their input onto a bounded queue and never block. See
-// DESIGN.md for the protocol, its message sizes and its cost.
+// callbacks copy their input onto a bounded queue and never block. The
+// registered-worker set ([Node.ShareWorkers]) and the shared-prefix sketch
+// ([Node.ShareSketch]) ride on message kinds of their own. See DESIGN.md
+// for the protocol, its message sizes and its cost.
 package gossip

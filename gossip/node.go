@@ -41,6 +41,7 @@ type Node struct {
 	wsend chan struct{}         // the worker set changed here: send it to all
 
 	workers *workers.Set // the registered-worker set, when shared (ShareWorkers)
+	sk      *sketchShare // the shared-prefix sketch, when shared (ShareSketch)
 
 	mu    sync.Mutex // guards everything below
 	state *State
@@ -140,6 +141,9 @@ func (n *Node) Start(ctx context.Context) error {
 	n.ml = ml
 	n.addr = ml.LocalNode().Address()
 	n.publish(time.Now(), true)
+	if n.sk != nil {
+		n.publishSketch(true) // under this process's incarnation, even if empty
+	}
 	first := false
 	if len(n.cfg.Join) > 0 {
 		first = n.joinBounded(ctx)
@@ -161,6 +165,12 @@ func (n *Node) loop() {
 	defer n.wg.Done()
 	t := time.NewTicker(n.cfg.Interval)
 	defer t.Stop()
+	var sketchTick <-chan time.Time
+	if n.sk != nil {
+		st := time.NewTicker(n.cfg.SketchInterval)
+		defer st.Stop()
+		sketchTick = st.C
+	}
 	for {
 		select {
 		case <-n.stop:
@@ -169,8 +179,11 @@ func (n *Node) loop() {
 			n.receive(b)
 		case <-n.poke:
 			n.refresh(time.Now())
+			n.refreshSketch()
 		case <-t.C:
 			n.publish(time.Now(), false)
+		case <-sketchTick:
+			n.tickSketch()
 		}
 	}
 }
@@ -179,12 +192,24 @@ func (n *Node) loop() {
 // and everyone when our endpoint list changed and does not fit a packet.
 func (n *Node) sender() {
 	defer n.wg.Done()
+	var sketchAll <-chan struct{}
+	var sketchTo <-chan *memberlist.Node
+	var sketchRepairs <-chan sketchRepair
+	if n.sk != nil {
+		sketchAll, sketchTo, sketchRepairs = n.sk.send, n.sk.sendTo, n.sk.repair
+	}
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-n.wsend:
 			n.sendWorkers()
+		case <-sketchAll:
+			n.sendSketch()
+		case to := <-sketchTo:
+			n.sendSketch(to)
+		case r := <-sketchRepairs:
+			n.sendRepair(r)
 		case to := <-n.sendq:
 			n.mu.Lock()
 			msg := EncodeFull(n.last)

@@ -202,6 +202,16 @@ func (n *Node) receive(b []byte) {
 	if len(m.Workers) > 0 && n.workers != nil {
 		n.workers.Merge(m.Workers)
 	}
+	// Sketch records before n.mu too: merging may call onCommon. Without
+	// a sketch plugged we hold none, so our push/pull stays what it was.
+	if n.sk != nil {
+		if len(m.Sketches) > 0 {
+			n.mergeSketches(m.Sketches)
+		}
+		if m.SketchFrom != "" {
+			n.repairSketches(m.SketchFrom, m.SketchVersions)
+		}
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !m.Expand(n.state) {

@@ -93,13 +93,13 @@ const (
 )
 
 // ViewModes lists the view modes, the default first.
-var ViewModes = []ViewMode{ViewShared, ViewExact, ViewOverlay}
+var ViewModes = []ViewMode{ViewOverlay, ViewShared, ViewExact}
 
-// ParseViewMode checks s; the empty string is the default, [ViewShared].
+// ParseViewMode checks s; the empty string is the default, [ViewOverlay].
 func ParseViewMode(s string) (ViewMode, error) {
 	switch m := ViewMode(s); m {
 	case "":
-		return ViewShared, nil
+		return ViewModes[0], nil
 	case ViewShared, ViewExact, ViewOverlay:
 		return m, nil
 	}
@@ -133,7 +133,7 @@ var emptySum = &Remote{byID: map[string]int64{}}
 // [ClusterLoads.SetRemote] and [ClusterLoads.SetOwn].
 func NewClusterLoads(local ring.Loads, mode ViewMode) *ClusterLoads {
 	if mode == "" {
-		mode = ViewShared
+		mode = ViewModes[0]
 	}
 	c := &ClusterLoads{mode: mode, shared: mode != ViewExact, local: local}
 	s := &loadSums{remote: emptySum}

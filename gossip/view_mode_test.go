@@ -170,7 +170,7 @@ func wouldPick(n *Node, key uint64) string {
 }
 
 func TestParseViewMode(t *testing.T) {
-	for in, want := range map[string]ViewMode{"": ViewShared, "shared": ViewShared, "exact": ViewExact, "overlay": ViewOverlay} {
+	for in, want := range map[string]ViewMode{"": ViewOverlay, "shared": ViewShared, "exact": ViewExact, "overlay": ViewOverlay} {
 		if got, err := ParseViewMode(in); err != nil || got != want {
 			t.Errorf("ParseViewMode(%q) = %q, %v; want %q", in, got, err, want)
 		}
@@ -181,7 +181,7 @@ func TestParseViewMode(t *testing.T) {
 	if err := (Config{NodeName: "a", View: "local"}).Validate(); err == nil {
 		t.Error("Validate accepts view local")
 	}
-	if DefaultConfig().View != ViewShared {
+	if DefaultConfig().View != ViewOverlay {
 		t.Errorf("default view %q", DefaultConfig().View)
 	}
 }

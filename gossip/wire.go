@@ -16,6 +16,9 @@ import (
 //	full:   header, n, n endpoint IDs, n counts, down bits, listed bits
 //	state:  m, then m bodies of full messages (without version and kind)
 //
+// Kinds 4 and 5 carry the registered-worker set (workers.go), 6 and 7 the
+// shared-prefix sketch (sketch.go).
+//
 // A delta names its endpoint list by [Digest] only, so at 500 endpoints it
 // still fits one UDP packet; the receiver expands it from an entry it holds
 // with the same list, or drops it and waits for a full entry. Bits are
@@ -110,7 +113,13 @@ type Message struct {
 	Kind    byte
 	Entries []Entry
 	Digest  uint64       // deltas only
-	Workers []workers.Op // workers and state+workers messages only
+	Workers []workers.Op // workers, state+workers and state+ext messages only
+	// Sketches are sketch records (sketch and state+ext messages).
+	Sketches []SketchRecord
+	// SketchVersions are the versions of the sketch records SketchFrom
+	// holds (state+ext messages of a periodic push/pull).
+	SketchFrom     string
+	SketchVersions []SketchVersion
 }
 
 // Decode parses a message. It never panics on bad input.
@@ -132,16 +141,21 @@ func Decode(b []byte) (Message, error) {
 		m.Entries = []Entry{e}
 	case kindFull:
 		m.Entries = []Entry{r.full()}
-	case kindState, kindStateWorkers:
+	case kindState, kindStateWorkers, kindStateExt:
 		n := r.count(maxEntries)
 		for i := 0; i < n && r.err == nil; i++ {
 			m.Entries = append(m.Entries, r.full())
 		}
-		if m.Kind == kindStateWorkers {
+		switch m.Kind {
+		case kindStateWorkers:
 			m.Workers = r.ops()
+		case kindStateExt:
+			r.sections(&m)
 		}
 	case kindWorkers:
 		m.Workers = r.ops()
+	case kindSketch:
+		m.Sketches = r.sketchRecords(1)
 	default:
 		return Message{}, fmt.Errorf("gossip: unknown message kind %d", m.Kind)
 	}

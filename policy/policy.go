@@ -31,14 +31,19 @@ type Endpoints interface {
 	// Candidates appends the endpoints the request may go to, with loads.
 	Candidates(exclude []string, dst []ring.Candidate) []ring.Candidate
 	// AcquireOn counts a request on a chosen endpoint.
-	AcquireOn(id string, d ring.Decision) ring.Lease
+	AcquireOn(req ring.Request, id string, d ring.Decision) ring.Lease
 }
 
 // Default is the policy serve runs unless told otherwise.
 const Default = "chwbl"
 
 // Names are the policies [New] builds.
-var Names = []string{"chwbl", "round-robin", "random", "least-load", "p2c", "session", "chash", "dualmap", "chwbl-local"}
+var Names = []string{"chwbl", "round-robin", "random", "least-load", "p2c", "session", "prefix-key", "chash",
+	"score", "radix", "dualmap", "chwbl-local"}
+
+// ReadsBlocks reports whether the policy called name matches prompts
+// (ring.Request.Blocks), which the router then hashes whole.
+func ReadsBlocks(name string) bool { return name == "radix" || name == "score" }
 
 // ErrNoEndpoints is returned when no endpoint may take the request.
 var ErrNoEndpoints = ring.ErrNoEndpoints
@@ -61,7 +66,11 @@ func New(name string, chwbl Picker, eps Endpoints, seed uint64) (Picker, error) 
 		return &LeastLoad{eps: eps}, nil
 	case "p2c":
 		return &P2C{eps: eps, rng: newLockedRand(seed, 0x2c)}, nil
-	case "session", "chash", "dualmap":
+	case "radix":
+		return NewRadix(eps, DefaultRadixConfig()), nil
+	case "score":
+		return NewScore(eps, DefaultScoreConfig()), nil
+	case "session", "chash", "dualmap", "prefix-key":
 		h, ok := eps.(Hasher)
 		if !ok {
 			return nil, fmt.Errorf("policy: %s needs the ring's placement", name)
@@ -72,6 +81,8 @@ func New(name string, chwbl Picker, eps Endpoints, seed uint64) (Picker, error) 
 			return &Session{chash: &CHash{hash: h, fallback: ll}}, nil
 		case "chash":
 			return &CHash{hash: h, fallback: ll}, nil
+		case "prefix-key":
+			return &PrefixKey{chash: &CHash{hash: h, fallback: ll}}, nil
 		}
 		return &DualMap{hash: h, eps: eps, fallback: ll}, nil
 	case "chwbl-local":
@@ -107,7 +118,7 @@ func (p *RoundRobin) Acquire(req ring.Request) (ring.Lease, error) {
 		return ring.Lease{}, err
 	}
 	i := (p.next.Add(1) - 1) % uint64(len(c))
-	return p.eps.AcquireOn(c[i].ID, ring.DecisionFallback), nil
+	return p.eps.AcquireOn(req, c[i].ID, ring.DecisionFallback), nil
 }
 
 // lockedRand is a seeded source the policies share between requests.
@@ -140,7 +151,7 @@ func (p *Random) Acquire(req ring.Request) (ring.Lease, error) {
 		return ring.Lease{}, err
 	}
 	i := p.rng.IntN(len(c))
-	return p.eps.AcquireOn(c[i].ID, ring.DecisionFallback), nil
+	return p.eps.AcquireOn(req, c[i].ID, ring.DecisionFallback), nil
 }
 
 // LeastLoad sends each request to the usable endpoint with the fewest
@@ -163,7 +174,7 @@ func (p *LeastLoad) Acquire(req ring.Request) (ring.Lease, error) {
 			best = i
 		}
 	}
-	return p.eps.AcquireOn(c[best].ID, ring.DecisionFallback), nil
+	return p.eps.AcquireOn(req, c[best].ID, ring.DecisionFallback), nil
 }
 
 // P2C draws two distinct usable endpoints and sends the request to the
@@ -190,14 +201,14 @@ func (p *P2C) Acquire(req ring.Request) (ring.Lease, error) {
 			best = b
 		}
 	}
-	return p.eps.AcquireOn(c[best].ID, ring.DecisionFallback), nil
+	return p.eps.AcquireOn(req, c[best].ID, ring.DecisionFallback), nil
 }
 
 // Hasher places keys on the ring with no bound: the key's first usable
 // endpoint, skipping exclude ([ring.Balancer.HomeExcluding]).
 type Hasher interface {
 	HomeExcluding(key uint64, exclude []string) (string, bool)
-	AcquireOn(id string, d ring.Decision) ring.Lease
+	AcquireOn(req ring.Request, id string, d ring.Decision) ring.Lease
 }
 
 // LocalCHWBL is CHWBL whose bound reads only this replica's counts
@@ -228,7 +239,7 @@ func (p *CHash) Acquire(req ring.Request) (ring.Lease, error) {
 	if !ok {
 		return ring.Lease{}, ErrNoEndpoints
 	}
-	return p.hash.AcquireOn(id, ring.DecisionHome), nil
+	return p.hash.AcquireOn(req, id, ring.DecisionHome), nil
 }
 
 // Session is sticky sessions: a request carrying a session id (the session
@@ -274,7 +285,7 @@ func (p *DualMap) Acquire(req ring.Request) (ring.Lease, error) {
 	}
 	b, _ := p.hash.HomeExcluding(mix(req.Key), req.Exclude)
 	if b == a || b == "" {
-		return p.hash.AcquireOn(a, ring.DecisionHome), nil
+		return p.hash.AcquireOn(req, a, ring.DecisionHome), nil
 	}
 	var buf [16]ring.Candidate
 	la, lb := int64(0), int64(0)
@@ -287,7 +298,23 @@ func (p *DualMap) Acquire(req ring.Request) (ring.Lease, error) {
 		}
 	}
 	if lb < la {
-		return p.hash.AcquireOn(b, ring.DecisionSpill), nil
+		return p.hash.AcquireOn(req, b, ring.DecisionSpill), nil
 	}
-	return p.hash.AcquireOn(a, ring.DecisionHome), nil
+	return p.hash.AcquireOn(req, a, ring.DecisionHome), nil
+}
+
+// PrefixKey sends a request to the home of its shared part's key (the
+// system prompt and tools of a chat), whatever the load: affinity for the
+// shared prefix only, as a router hashing the system prompt does. Requests
+// without one go to the least loaded endpoint.
+type PrefixKey struct{ chash *CHash }
+
+// Acquire implements Picker.
+func (p *PrefixKey) Acquire(req ring.Request) (ring.Lease, error) {
+	if req.Group == 0 {
+		req.Keyed = false
+	} else {
+		req.Key, req.Keyed = req.Group, true
+	}
+	return p.chash.Acquire(req)
 }

@@ -11,9 +11,13 @@ import (
 
 var ids = []string{"a", "b", "c", "d"}
 
+// balancer counts requests (the unit of the baselines' real counterparts,
+// and the easiest to reason about in these tests).
 func balancer(t *testing.T, unhealthy ...string) *ring.Balancer {
 	t.Helper()
-	b, err := ring.NewBalancer(ring.DefaultConfig())
+	cfg := ring.DefaultConfig()
+	cfg.Signal, cfg.MinBound = ring.SignalRequests, ring.DefaultMinRequests
+	b, err := ring.NewBalancer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +94,7 @@ func TestLeastLoadAvoidsBusyEndpoints(t *testing.T) {
 
 func TestP2CNeverTakesTheBusierOfItsTwo(t *testing.T) {
 	b := balancer(t)
-	busy := b.AcquireOn("a", ring.DecisionFallback) // a holds 1, the rest 0
+	busy := b.AcquireOn(ring.Request{}, "a", ring.DecisionFallback) // a holds 1, the rest 0
 	defer busy.Release()
 	p := picker(t, "p2c", b)
 	seen := map[string]int{}
@@ -153,7 +157,7 @@ func TestEveryPolicyCountsAndRespectsHealth(t *testing.T) {
 func hold(b *ring.Balancer, id string, n int) []ring.Lease {
 	var out []ring.Lease
 	for range n {
-		out = append(out, b.AcquireOn(id, ring.DecisionFallback))
+		out = append(out, b.AcquireOn(ring.Request{}, id, ring.DecisionFallback))
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package prefix
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -19,7 +20,7 @@ func completion(prompt string) string { return `{"model":"m","prompt":"` + promp
 // TestMaxChars: text past MaxChars code points never changes the key, text
 // before it always does; multi-byte runes and escapes count as one.
 func TestMaxChars(t *testing.T) {
-	k, _ := New(Config{MaxChars: 4})
+	k, _ := New(Config{MaxChars: 4, PromptChars: 4})
 	cases := []struct {
 		a, b string
 		same bool
@@ -47,7 +48,7 @@ func TestMaxChars(t *testing.T) {
 
 // TestTokenBudget: a token id counts as 4 characters.
 func TestTokenBudget(t *testing.T) {
-	k, _ := New(Config{MaxChars: 8})
+	k, _ := New(Config{MaxChars: 8, PromptChars: 8})
 	a := mustKey(t, k, RouteCompletions, `{"model":"m","prompt":[1,2,3]}`)
 	b := mustKey(t, k, RouteCompletions, `{"model":"m","prompt":[1,2,4,"not read"]}`)
 	c := mustKey(t, k, RouteCompletions, `{"model":"m","prompt":[1,3]}`)
@@ -59,7 +60,7 @@ func TestTokenBudget(t *testing.T) {
 // TestChatParts: each of tools, preamble and anchor has its own window,
 // so a long shared system prompt does not hide the user message.
 func TestChatParts(t *testing.T) {
-	k, _ := New(Config{MaxChars: 16})
+	k, _ := New(Config{MaxChars: 16, PromptChars: 16})
 	long := strings.Repeat("shared system prompt ", 100)
 	chat := func(system, user string) string {
 		return `{"model":"m","messages":[{"role":"system","content":"` + system + `"},{"role":"user","content":"` + user + `"}]}`
@@ -76,24 +77,28 @@ func TestChatParts(t *testing.T) {
 	}
 }
 
-// TestCommonSkipsSharedPreamble: with a Common table, a shared preamble
-// inside the prompt is skipped, so what follows it tells requests apart.
+// TestCommonSkipsSharedPreamble: a sketch that sees a preamble continued
+// many ways marks it shared, and the key then reads its window after it;
+// before, every prompt behind the preamble collides.
 func TestCommonSkipsSharedPreamble(t *testing.T) {
-	plain, _ := New(Config{MaxChars: ChunkChars})
-	pre := strings.Repeat("context ", 2*ChunkChars/8) // exactly two chunks
-	tally := NewTally()
-	for i := 0; i < 10; i++ {
-		hs, err := plain.Prefixes(RouteCompletions, []byte(completion(pre+strings.Repeat(string(rune('a'+i)), 600))), 8, nil)
+	cfg := DefaultConfig()
+	cfg.Common = NewCommon(nil)
+	plain, _ := New(cfg)
+	pre := strings.Repeat("context ", 3*ChunkChars/8) // exactly three chunks
+	sk := NewSketch(4, 0)
+	for i := range 10 {
+		p, err := plain.Prefixes(RouteCompletions, []byte(completion(pre+strings.Repeat(string(rune('a'+i)), 600))), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tally.Observe(hs)
+		sk.Observe(p)
 	}
-	common := tally.Common(0.5, 3)
-	if common.Len() != 2 {
-		t.Fatalf("common prefixes: %d, want 2", common.Len())
+	common := MergeSummaries(sk.Fanout(), sk.Summary(64))
+	if common.Len() != 1 {
+		t.Fatalf("shared prefixes: %d, want 1 (the preamble's last chunk)", common.Len())
 	}
-	adaptive, err := New(Config{MaxChars: ChunkChars, Common: common})
+	cfg.Common = common
+	adaptive, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,30 +116,59 @@ func TestCommonSkipsSharedPreamble(t *testing.T) {
 	}
 }
 
-func TestTallyMerge(t *testing.T) {
-	a, b, ab := NewTally(), NewTally(), NewTally()
-	a.Observe([]uint64{1, 2})
-	b.Observe([]uint64{1, 3})
-	ab.Observe([]uint64{1, 2})
-	ab.Observe([]uint64{1, 3})
-	ba := NewTally()
-	ba.Merge(b)
-	ba.Merge(a)
-	a.Merge(b)
-	for _, got := range []*Tally{a, ba} {
-		if got.Requests != 2 || got.Counts[1] != 2 || got.Counts[2] != 1 || got.Counts[3] != 1 {
-			t.Fatalf("merge: %+v, want %+v", got, ab)
+// TestTurnsOfACompletionsConversationKeyAlike: a conversation sent as one
+// growing completions prompt behind a shared system prompt keeps its key
+// from its first turn on, once the system prompt is known to be shared,
+// and two conversations behind it get different keys.
+func TestTurnsOfACompletionsConversationKeyAlike(t *testing.T) {
+	system := strings.Repeat("You are a helpful assistant. ", 28) // 812 characters
+	turn := func(conv, k int) string {
+		p := system
+		for i := 0; i <= k; i++ {
+			p += fmt.Sprintf("\n\nUser: conversation %d asks question %d %s\n\nAssistant:", conv, i, strings.Repeat("words ", 80))
+			if i < k {
+				p += strings.Repeat(" answer", 60)
+			}
 		}
+		return completion(p)
+	}
+	cfg := DefaultConfig()
+	cfg.Common = NewCommon(nil)
+	learn, _ := New(cfg)
+	sk := NewSketch(4, 0)
+	for c := range 6 {
+		p, _ := learn.Prefixes(RouteCompletions, []byte(turn(c, 0)), nil)
+		sk.Observe(p)
+	}
+	cfg.Common = MergeSummaries(sk.Fanout(), sk.Summary(64))
+	k, _ := New(cfg)
+	first := mustKey(t, k, RouteCompletions, turn(7, 0))
+	for turnNo := 1; turnNo < 6; turnNo++ {
+		if got := mustKey(t, k, RouteCompletions, turn(7, turnNo)); got != first {
+			t.Fatalf("turn %d keyed %x, turn 0 %x", turnNo, got, first)
+		}
+	}
+	if mustKey(t, k, RouteCompletions, turn(8, 0)) == first {
+		t.Fatal("two conversations behind one system prompt share a key")
+	}
+	// Without the table, the key is the system prompt's first chunk: every
+	// conversation collides (the study's first-256 design).
+	plain, _ := New(DefaultConfig())
+	if mustKey(t, plain, RouteCompletions, turn(7, 0)) != mustKey(t, plain, RouteCompletions, turn(8, 3)) {
+		t.Fatal("without a table, keys should stop inside the system prompt")
 	}
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []Config{{}, {MaxChars: -1}, {MaxChars: 1 << 21}, {MaxChars: 10, Common: NewCommon(nil)}} {
+	ok := DefaultConfig()
+	for _, c := range []Config{{}, {MaxChars: -1, PromptChars: 1}, {MaxChars: 1 << 21, PromptChars: 1}, {MaxChars: 1, PromptChars: 0},
+		{MaxChars: 10, PromptChars: 256, Common: NewCommon(nil)}, {MaxChars: 256, PromptChars: 10, Common: NewCommon(nil)},
+		{MaxChars: 1, PromptChars: 1, SharedChars: -1}} {
 		if _, err := New(c); err == nil {
 			t.Errorf("New(%+v): want error", c)
 		}
 	}
-	if err := DefaultConfig().Validate(); err != nil {
+	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
 }

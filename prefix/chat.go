@@ -28,7 +28,12 @@ func (r *request) messages(s *scanner) error {
 			return err
 		}
 		if user {
-			return s.skipNested(1)
+			rest := s.i
+			if err := s.skipNested(1); err != nil {
+				return err
+			}
+			r.newBytes = newBytes(s.b[:s.i], rest)
+			return nil
 		}
 	}
 	if n == 0 {
@@ -40,34 +45,9 @@ func (r *request) messages(s *scanner) error {
 // message reads one message object. Its members may come in any order, so
 // it notes where role and content are and hashes content afterwards.
 func (r *request) message(s *scanner) (user bool, err error) {
-	if s.b[s.i] != '{' {
-		return false, errMsgType
-	}
-	s.i++
-	role, content := 0, 0
-	for n := 0; ; {
-		key, ok, err := s.member(&n)
-		if err != nil {
-			return false, err
-		}
-		if !ok {
-			break
-		}
-		switch {
-		case role == 0 && keyIs(key, "role"):
-			if s.b[s.i] != '"' {
-				return false, errRole
-			}
-			role = s.i
-		case content == 0 && keyIs(key, "content"):
-			content = s.i
-		}
-		if err := s.skip(); err != nil {
-			return false, err
-		}
-	}
-	if role == 0 {
-		return false, errRole
+	role, content, err := fields(s)
+	if err != nil {
+		return false, err
 	}
 	end := s.i
 	defer func() { s.i = end }()
@@ -82,6 +62,40 @@ func (r *request) message(s *scanner) (user bool, err error) {
 	}
 	t.sep(sepRole)
 	return false, t.content(s, content)
+}
+
+// fields reads the message object at s.i (its '{') and returns the offsets
+// of its role (a string) and content (0: absent), with s.i after it.
+func fields(s *scanner) (role, content int, err error) {
+	if s.b[s.i] != '{' {
+		return 0, 0, errMsgType
+	}
+	s.i++
+	for n := 0; ; {
+		key, ok, err := s.member(&n)
+		if err != nil {
+			return 0, 0, err
+		}
+		if !ok {
+			break
+		}
+		switch {
+		case role == 0 && keyIs(key, "role"):
+			if s.b[s.i] != '"' {
+				return 0, 0, errRole
+			}
+			role = s.i
+		case content == 0 && keyIs(key, "content"):
+			content = s.i
+		}
+		if err := s.skip(); err != nil {
+			return 0, 0, err
+		}
+	}
+	if role == 0 {
+		return 0, 0, errRole
+	}
+	return role, content, nil
 }
 
 // content hashes a message's content found at pos (0: absent, same as
@@ -211,4 +225,51 @@ func (t *text) tokens(s *scanner) error {
 			return s.skip()
 		}
 	}
+}
+
+// newBytes returns how many bytes of the messages array that ends b (with
+// its closing bracket) follow the last assistant message at or after i: the
+// turn's new messages, which the conversation's earlier turns did not
+// send. It returns -1 when there is no assistant message there, or when the
+// messages there are not what it expects (they are not validated).
+func newBytes(b []byte, i int) int {
+	s := scanner{b: b, i: i}
+	after := -1
+	for n := 1; ; {
+		ok, err := s.element(&n)
+		if err != nil {
+			return -1
+		}
+		if !ok {
+			break
+		}
+		if s.peek() != '{' {
+			return -1
+		}
+		s.i++
+		assistant := false
+		for m := 0; ; {
+			key, ok, err := s.member(&m)
+			if err != nil {
+				return -1
+			}
+			if !ok {
+				break
+			}
+			if keyIs(key, "role") && s.b[s.i] == '"' {
+				end := stringEnd(s.b, s.i+1)
+				assistant = end > 0 && keyIs(s.b[s.i+1:end], "assistant")
+			}
+			if err := s.skip(); err != nil {
+				return -1
+			}
+		}
+		if assistant {
+			after = s.i
+		}
+	}
+	if after < 0 {
+		return -1
+	}
+	return len(b) - 1 - after
 }

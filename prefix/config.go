@@ -13,6 +13,16 @@ import (
 // message.
 const DefaultMaxChars = 4096
 
+// DefaultPromptChars is the default Config.PromptChars, chosen in
+// docs/prefix-key.md: one chunk, so that the first turn of a conversation
+// sent as one growing completions prompt already holds the whole window
+// past a shared preamble, and every later turn keys like it.
+const DefaultPromptChars = ChunkChars
+
+// DefaultSharedChars is the default Config.SharedChars: a shared preamble
+// of up to 32768 characters (~8K tokens) is skipped.
+const DefaultSharedChars = 128 * ChunkChars
+
 // ChunkChars is the granularity of common-prefix detection: a Common table
 // holds hashes of prompt prefixes whose lengths are multiples of ChunkChars.
 const ChunkChars = 256
@@ -24,33 +34,60 @@ const maxMaxChars = 1 << 20
 // DefaultConfig.
 type Config struct {
 	// MaxChars is how many characters (Unicode code points; a token id
-	// counts as 4) of each keyed text part Key reads: the system/developer
-	// preamble, the tool definitions, and the anchor (the first user message
-	// of a chat, the prompt of a completion). Default DefaultMaxChars.
+	// counts as 4) of each keyed text part of a chat Key reads: the
+	// system/developer preamble, the tool definitions, and the anchor (the
+	// first user message). Default DefaultMaxChars.
 	MaxChars int
 
-	// Common, if set, is a read-only table of anchor prefixes that nearly
-	// all traffic shares (built by Tally.Common from observed traffic).
-	// Key skips such a shared prefix before it starts counting MaxChars, so
-	// a long shared preamble inside the prompt does not give every request
-	// the same key. Default nil: plain first-MaxChars keys.
+	// PromptChars is how many characters of a completions prompt (or an
+	// embeddings input) Key reads after the shared prefix it skips (see
+	// Common): the anchor's window. Default DefaultPromptChars.
+	PromptChars int
+
+	// SharedChars bounds the shared prefix Key may skip. Default
+	// DefaultSharedChars.
+	SharedChars int
+
+	// Common, if set, is a read-only table of anchor prefixes after which
+	// requests diverge (built by a Sketch from observed traffic: a shared
+	// system prompt, RAG preamble or few-shot block). Key skips the anchor
+	// up to the deepest such prefix within SharedChars and reads its window
+	// after it, so a long shared preamble does not give every request the
+	// same key, and a short window still reaches past it. Default nil: the
+	// anchor's first window.
 	Common *Common
 }
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{MaxChars: DefaultMaxChars}
+	return Config{MaxChars: DefaultMaxChars, PromptChars: DefaultPromptChars, SharedChars: DefaultSharedChars}
 }
+
+// window is the anchor's window for route.
+func (c *Config) window(route Route) int {
+	if route == RouteChat {
+		return c.MaxChars
+	}
+	return c.PromptChars
+}
+
+// chunks rounds a number of characters up to chunks.
+func chunks(chars int) int { return (chars + ChunkChars - 1) / ChunkChars }
 
 // Validate reports a configuration Key cannot honour.
 func (c Config) Validate() error {
 	if c.MaxChars < 1 || c.MaxChars > maxMaxChars {
 		return fmt.Errorf("prefix: MaxChars must be in [1, %d], got %d", maxMaxChars, c.MaxChars)
 	}
-	if c.Common != nil && c.MaxChars < ChunkChars {
-		// With a shorter window the first chunk boundary lies past the
-		// limit, so no common prefix could ever be skipped.
-		return errors.New("prefix: MaxChars must be at least ChunkChars when Common is set")
+	if c.PromptChars < 1 || c.PromptChars > maxMaxChars {
+		return fmt.Errorf("prefix: PromptChars must be in [1, %d], got %d", maxMaxChars, c.PromptChars)
+	}
+	if c.SharedChars < 0 || c.SharedChars > maxMaxChars {
+		return fmt.Errorf("prefix: SharedChars must be in [0, %d], got %d", maxMaxChars, c.SharedChars)
+	}
+	if c.Common != nil && (c.MaxChars%ChunkChars != 0 || c.PromptChars%ChunkChars != 0) {
+		// The window after a skipped prefix ends at a chunk boundary.
+		return errors.New("prefix: with Common, MaxChars and PromptChars must be multiples of ChunkChars")
 	}
 	return nil
 }

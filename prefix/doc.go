@@ -21,12 +21,13 @@
 //     templates render tools with json.dumps in the order given); the
 //     preamble (role and text of every message before the first user
 //     message); and the anchor (the text of the first user message). Nothing
-//     after the first user message is read, so every turn of a conversation
-//     keys like its first turn, and a shared system prompt of any length
-//     does not hide the question that tells conversations apart.
+//     after the first user message is hashed, so every turn of a
+//     conversation keys like its first turn, and a shared system prompt of
+//     any length does not hide the question that tells conversations apart.
 //   - completions ("prompt") and embeddings ("input"): the anchor is the
-//     first MaxChars characters of the prompt (of the first prompt of a
-//     batch). Token-id prompts hash the ids, 4 characters' worth each.
+//     prompt (the first prompt of a batch), read for Config.PromptChars
+//     characters after its shared prefix (below). Token-id prompts hash the
+//     ids, 4 characters' worth each.
 //
 // Text parts of a content array are joined with a separator; other parts
 // (images, audio) are not keyed. Characters are Unicode code points of the
@@ -34,10 +35,24 @@
 // never falls inside a UTF-8 sequence; invalid UTF-8 bytes and lone
 // surrogates hash as U+FFFD, as encoding/json decodes them.
 //
-// With Config.Common (a table learned by counting anchor prefixes in a
-// Tally), Key first skips a leading part of the anchor that a large share
-// of all traffic starts with, ChunkChars at a time, and reads its MaxChars
-// after it. docs/prefix-key.md measures when that helps.
+// # Shared prefixes
+//
+// A Sketch learns from the traffic which anchor prefixes (the anchor's
+// first k·ChunkChars characters) are shared preambles: prefixes continued
+// in at least a fanout of different ways, as a system prompt pasted at the
+// top of many conversations is, and a conversation's own history is not.
+// Replicas merge their sketches' summaries into one Common table
+// (MergeSummaries; package gossip replicates them). With the table, Key
+// skips the anchor up to the deepest shared prefix within
+// Config.SharedChars and reads its window after it: one chunk of a
+// completions prompt, so the first turn of a conversation sent as one
+// growing prompt already holds the whole window and every later turn keys
+// like it, and the first user message of a chat. Request also returns the
+// group key (the shared part alone, and its share of the traffic as the
+// table learned it from the sketches' group counts), the tokens a chat
+// turn adds after its last assistant message, and the anchor's prefixes
+// for the sketch; Blocks returns the whole prompt's chained chunk hashes
+// for the tree-based policies.
 //
 // # What is validated
 //

@@ -14,19 +14,26 @@ import (
 // token lists; the default; and a small window with a Common table, so the
 // adaptive path is compared with the reference too.
 func fuzzConfigs() []Config {
-	k, _ := New(Config{MaxChars: ChunkChars})
-	// Common prefixes of a few plausible anchors: the seeds share them.
+	k, _ := New(Config{MaxChars: ChunkChars, PromptChars: ChunkChars, SharedChars: 4 * ChunkChars, Common: NewCommon(nil)})
+	// Chunk prefixes of a few plausible anchors: the seeds share them. Only
+	// the first and third of each are marked shared, so a shared prefix
+	// that is not prefix-closed is exercised.
 	var hs []uint64
 	for _, b := range []string{
-		`{"model":"m","prompt":"` + repeat("abcd", 200) + `"}`,
-		`{"model":"m","prompt":[` + repeatTok(200) + `]}`,
+		`{"model":"m","prompt":"` + repeat("abcd", 300) + `"}`,
+		`{"model":"m","prompt":[` + repeatTok(300) + `]}`,
 	} {
-		hs, _ = k.Prefixes(RouteCompletions, []byte(b), 2, hs)
+		p, _ := k.Prefixes(RouteCompletions, []byte(b), nil)
+		for _, i := range []int{0, 2} {
+			if i < len(p) {
+				hs = append(hs, p[i])
+			}
+		}
 	}
 	return []Config{
-		{MaxChars: 7},
+		{MaxChars: 7, PromptChars: 5, SharedChars: 0},
 		DefaultConfig(),
-		{MaxChars: ChunkChars, Common: NewCommon(hs)},
+		{MaxChars: ChunkChars, PromptChars: ChunkChars, SharedChars: 4 * ChunkChars, Common: NewCommon(hs)},
 	}
 }
 
@@ -58,14 +65,23 @@ func FuzzKey(f *testing.F) {
 			if err1 == nil && r != RouteOther && !ok1 {
 				t.Fatalf("known route not ok without error")
 			}
+			// Request and Blocks read the same body without panicking, and
+			// Request keys it as Key does.
+			rq, err3 := k.Request(r, body, make([]uint64, 0, 8))
+			if rq.Hash != k1 || rq.Keyed != ok1 || (err3 == nil) != (err1 == nil) {
+				t.Fatalf("Request %x %v %v, Key %x %v %v", rq.Hash, rq.Keyed, err3, k1, ok1, err1)
+			}
+			if bl, err4 := k.Blocks(r, body, nil); len(bl) > MaxBlocks || (err4 == nil) != (err1 == nil) {
+				t.Fatalf("Blocks: %d blocks, %v; Key: %v", len(bl), err4, err1)
+			}
 			var req request
-			if route := sniffIf(r, body); route != RouteOther && req.parse(route, body, &cfg, 0) == nil {
-				// Bounded work: no part reads more than its window, except
-				// the anchor, which may add one window per common chunk.
+			if route := sniffIf(r, body); route != RouteOther && req.parse(route, body, &cfg, nil) == nil {
+				// Bounded work: no part reads more than its window, and the
+				// anchor no more than SharedChars past its own.
 				if req.toolsT.n > cfg.MaxChars || req.preamble.n > cfg.MaxChars {
 					t.Fatalf("read past budget: tools %d preamble %d", req.toolsT.n, req.preamble.n)
 				}
-				if req.anchor.n > req.anchor.limit+3 {
+				if req.anchor.n > req.anchor.limit+3 || req.anchor.limit > (chunks(cfg.SharedChars)+chunks(cfg.window(route)))*ChunkChars {
 					t.Fatalf("anchor read %d > limit %d", req.anchor.n, req.anchor.limit)
 				}
 			}
@@ -136,7 +152,7 @@ func FuzzChatInvariance(f *testing.F) {
 	f.Add("", "日本語 \U0001F600 \"q\" \\ \n", "x", "y", uint16(3))
 	f.Add(strings.Repeat("s", 300), "\xff\xfe bad utf8", "", "", uint16(257))
 	f.Fuzz(func(t *testing.T, system, user, reply, next string, max uint16) {
-		k, err := New(Config{MaxChars: 1 + int(max)%5000})
+		k, err := New(Config{MaxChars: 1 + int(max)%5000, PromptChars: 1 + int(max)%5000})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -48,7 +48,7 @@ func TestGoldenKeys(t *testing.T) {
 			0x06db96ee2519ab45},
 		{"completion long", "/v1/completions",
 			`{"model":"llama","prompt":"` + long + `"}`,
-			0xb63b02c630b55295},
+			0xc9b6e697155244a9},
 		{"completion token ids", "/v1/completions",
 			`{"model":"llama","prompt":[1,2,3,4,5]}`,
 			0x322dd44a16a15475},
@@ -72,5 +72,42 @@ func TestGoldenKeys(t *testing.T) {
 	}
 	if got, want := SessionKey("llama", "session-42"), uint64(0xf48f5c994f0d9b18); got != want {
 		t.Errorf("session key %#016x, golden %#016x", got, want)
+	}
+}
+
+// TestGoldenSharedKeys pins the parts of the key that depend on a shared
+// prefix: the key past a prefix in the Common table, and the group key the
+// prefix-key policy reads.
+func TestGoldenSharedKeys(t *testing.T) {
+	pre := strings.Repeat("You are a careful assistant. ", 30) // 870 chars: 3 whole chunks and a bit
+	body := `{"model":"llama","prompt":"` + pre + `Question: what is CHWBL? Explain it with an example."}`
+	cfg := DefaultConfig()
+	cfg.Common = NewCommon(nil)
+	learn, _ := New(cfg)
+	p, err := learn.Prefixes(RouteCompletions, []byte(body), nil)
+	if err != nil || len(p) < 4 {
+		t.Fatalf("prefixes %d, %v", len(p), err)
+	}
+	cfg.Common = NewCommon([]uint64{p[2]}) // the preamble's third chunk is shared
+	k, _ := New(cfg)
+	got, err := k.Request(RouteCompletions, []byte(body), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat, err := k.Request(RouteChat, []byte(`{"model":"llama","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Plan a trip to Lyon"}]}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []struct {
+		name      string
+		got, want uint64
+	}{
+		{"completion past a shared prefix", got.Hash, 0x273dbb055de20c68},
+		{"completion group", got.Group, 0x9cd8cbfa9225db47},
+		{"chat group", chat.Group, 0xb296bd017ac308c7},
+	} {
+		if g.got != g.want {
+			t.Errorf("%s: %#016x, golden %#016x", g.name, g.got, g.want)
+		}
 	}
 }

@@ -34,34 +34,109 @@ func (k *Keyer) Key(route Route, body []byte) (key uint64, ok bool, err error) {
 		if route = sniff(body); route == RouteOther {
 			return 0, false, nil
 		}
-		if err := r.parse(route, body, &k.cfg, 0); err != nil {
+		if err := r.parse(route, body, &k.cfg, nil); err != nil {
 			return 0, false, nil
 		}
-		return r.sum(), true, nil
+		return r.sum(&k.cfg), true, nil
 	}
-	if err := r.parse(route, body, &k.cfg, 0); err != nil {
+	if err := r.parse(route, body, &k.cfg, nil); err != nil {
 		return 0, false, err
 	}
-	return r.sum(), true, nil
+	return r.sum(&k.cfg), true, nil
 }
 
-// Prefixes appends to dst the hashes of the body's anchor prefixes (the
-// first user message of a chat, the prompt of a completion) at every
-// ChunkChars, up to depth of them, for counting in a Tally. The hashes are
-// the ones Key looks up in Config.Common.
-func (k *Keyer) Prefixes(route Route, body []byte, depth int, dst []uint64) ([]uint64, error) {
-	if route == RouteOther {
-		route = sniff(body)
-		if route == RouteOther {
-			return dst, nil
+// Key is what Keyer.Request reads from a body.
+type Key struct {
+	// Hash is the affinity key, as Keyer.Key returns it; Keyed is false
+	// when a body sent to RouteOther has no prompt to key.
+	Hash  uint64
+	Keyed bool
+	// Group is the key of the prompt's shared part alone: the model, tools
+	// and preamble of a chat with the shared prefix of its first user
+	// message; the model and the shared prefix of a completion's prompt
+	// (its first chunk when none is known). The prefix-key policy keys on it.
+	Group uint64
+	// GroupShare is the group key's share of the cluster's requests, as the
+	// table (Config.Common) learned it; 0 when unknown.
+	GroupShare float64
+	// SharedChars is how much of the prompt the group key covers, in
+	// characters: a chat's tools and preamble as read, and the anchor's
+	// shared prefix; a completion's shared prefix.
+	SharedChars int
+	// NewBytes is, for a chat whose messages include an assistant message,
+	// the bytes of the messages after the last one: what this turn adds to
+	// a conversation whose earlier turns its server holds. -1 otherwise.
+	NewBytes int
+	// Prefixes are the anchor's chunk prefixes (see Keyer.Prefixes), when
+	// Request was given a buffer for them.
+	Prefixes []uint64
+}
+
+// Request reads everything the router needs from a body in one pass: the
+// key, the group key, the new bytes of a chat turn, and, when prefixes is
+// not nil, the anchor's chunk prefixes into it (its contents replaced) for
+// a Sketch. Errors are Key's.
+func (k *Keyer) Request(route Route, body []byte, prefixes []uint64) (Key, error) {
+	lax := route == RouteOther
+	if lax {
+		if route = sniff(body); route == RouteOther {
+			return Key{NewBytes: -1}, nil
 		}
 	}
 	var r request
-	r.anchor.obs = dst
-	if err := r.parse(route, body, &k.cfg, max(depth, 1)); err != nil {
-		return dst, err
+	if prefixes != nil {
+		prefixes = prefixes[:0]
 	}
-	return r.anchor.obs, nil
+	if err := r.parse(route, body, &k.cfg, prefixes); err != nil {
+		if lax {
+			return Key{NewBytes: -1}, nil
+		}
+		return Key{NewBytes: -1}, err
+	}
+	key := Key{Hash: r.sum(&k.cfg), Keyed: true, Group: r.group(&k.cfg), NewBytes: r.newBytes}
+	if k.cfg.Common != nil {
+		key.SharedChars = r.shared(&k.cfg) * ChunkChars
+		key.GroupShare = k.cfg.Common.Share(key.Group)
+	}
+	if route == RouteChat {
+		key.SharedChars += r.toolsT.n + r.preamble.n
+	}
+	if prefixes != nil {
+		key.Prefixes = r.anchor.prefixes()
+	}
+	return key, nil
+}
+
+// prefixes returns the marks, with the hash of the whole text after them
+// when it ends between two chunk boundaries.
+func (t *text) prefixes() []uint64 {
+	if !t.full() && t.n > len(t.marks)*ChunkChars {
+		t.marks = append(t.marks, t.sum())
+	}
+	return t.marks
+}
+
+// Prefixes returns in dst (its contents replaced) the hashes of the body's
+// anchor prefixes (the first user message of a chat, the prompt of a
+// completion) at every ChunkChars, as far as Key reads them: the hashes
+// Key looks up in Config.Common, for a Sketch to count. When the anchor
+// ends between two chunk boundaries, the hash of all of it comes last: it
+// is how the last prefix was continued.
+func (k *Keyer) Prefixes(route Route, body []byte, dst []uint64) ([]uint64, error) {
+	if route == RouteOther {
+		route = sniff(body)
+		if route == RouteOther {
+			return dst[:0], nil
+		}
+	}
+	var r request
+	if dst == nil {
+		dst = make([]uint64, 0, 16)
+	}
+	if err := r.parse(route, body, &k.cfg, dst[:0]); err != nil {
+		return dst[:0], err
+	}
+	return r.anchor.prefixes(), nil
 }
 
 // SessionKey is the affinity key of a request that carries a session id
@@ -92,11 +167,64 @@ type request struct {
 	toolsT              text
 	preamble            text
 	anchor              text
+	markBuf             [160]uint64
+	newBytes            int // chat: bytes of the messages after the last assistant message; -1: none
+	sourcePos           int // offset of the messages or prompt value
+	toolsPos            int // offset of the tools array, if tools
+}
+
+// anchorSum is the anchor's hash: with marks (a Common table), the hash of
+// its prefix through the window that follows the deepest shared prefix
+// within SharedChars (through its end if it is shorter); without, the hash
+// of its first window.
+func (r *request) anchorSum(cfg *Config) uint64 {
+	t := &r.anchor
+	if cfg.Common == nil {
+		return t.sum()
+	}
+	if end := r.shared(cfg) + chunks(cfg.window(r.route)); end <= len(t.marks) {
+		return t.marks[end-1]
+	}
+	return t.sum()
+}
+
+// shared returns how many of the anchor's chunks are its shared prefix:
+// the deepest of its first SharedChars chunk prefixes in cfg.Common.
+func (r *request) shared(cfg *Config) int {
+	n := 0
+	t := &r.anchor
+	for i, h := range t.marks[:min(len(t.marks), chunks(cfg.SharedChars))] {
+		if cfg.Common.has(h) {
+			n = i + 1
+		}
+	}
+	return n
+}
+
+// group is the key of the prompt's shared part alone: the model, the
+// tools, the preamble and the anchor's shared prefix; for a completion
+// with no known shared prefix, its first chunk.
+func (r *request) group(cfg *Config) uint64 {
+	var g uint64
+	switch t := &r.anchor; {
+	case cfg.Common != nil && r.shared(cfg) > 0:
+		g = t.marks[r.shared(cfg)-1]
+	case r.route == RouteChat:
+	case len(t.marks) > 0:
+		g = t.marks[0]
+	default:
+		g = t.sum()
+	}
+	return r.combine(cfg, g)
 }
 
 // sum combines the part hashes. Each part is a fixed 8 bytes, so the
 // combination needs no separators.
-func (r *request) sum() uint64 {
+func (r *request) sum(cfg *Config) uint64 { return r.combine(cfg, r.anchorSum(cfg)) }
+
+// combine hashes the route, the model, the adapter, the tools, the
+// preamble (chat) and anchor, the anchor's hash.
+func (r *request) combine(cfg *Config, anchor uint64) uint64 {
 	var b [1 + 5*8]byte
 	b[0] = r.route.tag()
 	binary.LittleEndian.PutUint64(b[1:], r.whole(r.model))
@@ -107,7 +235,7 @@ func (r *request) sum() uint64 {
 	if r.route == RouteChat {
 		binary.LittleEndian.PutUint64(b[25:], r.preamble.sum())
 	}
-	binary.LittleEndian.PutUint64(b[33:], r.anchor.sum())
+	binary.LittleEndian.PutUint64(b[33:], anchor)
 	return xxhash.Sum64(b[:])
 }
 
@@ -118,8 +246,11 @@ func (r *request) whole(pos int) uint64 {
 		return 0
 	}
 	var t text
-	t.init(math.MaxInt, nil)
+	t.init(math.MaxInt)
 	s := scanner{b: r.body, i: pos}
 	_ = t.str(&s) // already scanned once by parse
 	return t.sum()
 }
+
+// Config returns the keyer's configuration.
+func (k *Keyer) Config() Config { return k.cfg }

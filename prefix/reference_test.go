@@ -87,16 +87,22 @@ func (r *refStream) token(v uint32) {
 	r.cost = append(r.cost, 4)
 }
 
-// hash applies the budget: units are taken while fewer than limit have been
-// taken; at each multiple of ChunkChars a prefix found in common extends
-// the limit to that point plus max, and the first prefix not found ends the
-// search.
-func (r *refStream) hash(max int, common *Common) (uint64, error) {
-	var buf []byte
-	n, limit, next := 0, max, 0
+// hash applies the budget: units are taken while fewer than window have
+// been taken. With a common table, units are taken while fewer than
+// (chunks(shared) + chunks(window)) chunks have been, the hash of the
+// prefix is noted each time a multiple of ChunkChars is reached, and the
+// result is the prefix noted chunks(window) marks after the deepest of the
+// first chunks(shared) marks found in common, or the hash of all that was
+// taken if the stream ended first.
+func (r *refStream) hash(window, shared int, common *Common) (uint64, error) {
+	limit, maxMarks := window, 0
 	if common != nil {
-		next = ChunkChars
+		maxMarks = chunks(shared) + chunks(window)
+		limit = maxMarks * ChunkChars
 	}
+	var buf []byte
+	var marks []uint64
+	n, next := 0, ChunkChars
 	for i, u := range r.units {
 		if n >= limit {
 			break
@@ -106,13 +112,22 @@ func (r *refStream) hash(max int, common *Common) (uint64, error) {
 		}
 		buf = append(buf, u...)
 		n += r.cost[i]
-		if next > 0 && n >= next {
-			if common.has(xxhash.Sum64(buf)) {
-				limit, next = n+max, next+ChunkChars
-			} else {
-				next = 0
-			}
+		if common != nil && len(marks) < maxMarks && n >= next {
+			marks = append(marks, xxhash.Sum64(buf))
+			next += ChunkChars
 		}
+	}
+	if common == nil {
+		return xxhash.Sum64(buf), nil
+	}
+	deepest := 0
+	for i := 0; i < len(marks) && i < chunks(shared); i++ {
+		if common.has(marks[i]) {
+			deepest = i + 1
+		}
+	}
+	if end := deepest + chunks(window); end <= len(marks) {
+		return marks[end-1], nil
 	}
 	return xxhash.Sum64(buf), nil
 }
@@ -291,7 +306,7 @@ func refTop(cfg Config, route Route, top object) (uint64, error) {
 			}
 			var st refStream
 			refTools(tools, &st)
-			h, _ := st.hash(cfg.MaxChars, nil)
+			h, _ := st.hash(cfg.MaxChars, 0, nil)
 			binary.LittleEndian.PutUint64(b[17:], h)
 		}
 		msgs, ok := top.get("messages")
@@ -324,7 +339,7 @@ func refTop(cfg Config, route Route, top object) (uint64, error) {
 				return 0, err
 			}
 		}
-		h, _ := pre.hash(cfg.MaxChars, nil)
+		h, _ := pre.hash(cfg.MaxChars, 0, nil)
 		binary.LittleEndian.PutUint64(b[25:], h)
 	default:
 		name := "prompt"
@@ -339,7 +354,7 @@ func refTop(cfg Config, route Route, top object) (uint64, error) {
 			return 0, err
 		}
 	}
-	h, err := anchor.hash(cfg.MaxChars, cfg.Common)
+	h, err := anchor.hash(cfg.window(route), cfg.SharedChars, cfg.Common)
 	if err != nil {
 		return 0, err
 	}

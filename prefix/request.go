@@ -3,16 +3,26 @@ package prefix
 // parse reads the top-level object of body for route (not RouteOther).
 // Duplicate members: the first one wins, and later ones are skipped (the
 // upstream may pick another; routing on it then costs one cache miss, not
-// correctness). observe > 0 puts the anchor in Prefixes mode.
-func (r *request) parse(route Route, body []byte, cfg *Config, observe int) error {
-	r.body, r.route = body, route
-	r.toolsT.init(cfg.MaxChars, nil)
-	r.preamble.init(cfg.MaxChars, nil)
-	if observe > 0 {
-		r.anchor.init(observe*ChunkChars, nil)
-		r.anchor.next, r.anchor.obsMax = ChunkChars, observe
-	} else {
-		r.anchor.init(cfg.MaxChars, cfg.Common)
+// correctness). With a Common table, or when marks is not nil
+// (Keyer.Prefixes), the anchor records its chunk prefixes into marks.
+func (r *request) parse(route Route, body []byte, cfg *Config, marks []uint64) error {
+	r.body, r.route, r.newBytes = body, route, -1
+	r.toolsT.init(cfg.MaxChars)
+	r.preamble.init(cfg.MaxChars)
+	window := cfg.window(route)
+	switch {
+	case cfg.Common != nil:
+		if marks == nil {
+			marks = r.markBuf[:0]
+		}
+		n := chunks(cfg.SharedChars) + chunks(window)
+		r.anchor.init(n * ChunkChars)
+		r.anchor.mark(marks, n)
+	case marks != nil: // without a table the key reads the first window only
+		r.anchor.init(window)
+		r.anchor.mark(marks, chunks(window))
+	default:
+		r.anchor.init(window)
 	}
 	s := scanner{b: body}
 	if s.peek() != '{' {
@@ -61,6 +71,7 @@ func (r *request) field(s *scanner, key []byte) error {
 		}
 	case r.route == RouteChat && !r.source && keyIs(key, "messages"):
 		r.source = true
+		r.sourcePos = s.i
 		return r.messages(s)
 	case r.route == RouteChat && !r.toolsSeen && keyIs(key, "tools"):
 		r.toolsSeen = true
@@ -70,11 +81,12 @@ func (r *request) field(s *scanner, key []byte) error {
 		if s.b[s.i] != '[' {
 			return errTools
 		}
-		r.tools = true
+		r.tools, r.toolsPos = true, s.i
 		return r.toolsT.tokens(s)
 	case r.route == RouteCompletions && !r.source && keyIs(key, "prompt"),
 		r.route == RouteEmbeddings && !r.source && keyIs(key, "input"):
 		r.source = true
+		r.sourcePos = s.i
 		return r.anchor.prompt(s)
 	}
 	return s.skip()

@@ -24,28 +24,30 @@ const stageSize = 256
 
 // text hashes a budgeted stream of units: one unit per code point of
 // decoded string text, per separator byte and per literal byte; four per
-// token id. Reading stops after limit units. With a Common table, every
-// ChunkChars units the prefix read so far is looked up and, while it is
-// common, limit moves ChunkChars further.
+// token id. Reading stops after limit units. In marking mode it also
+// records the hash of the prefix read so far at every ChunkChars units, up
+// to maxMarks of them: the anchor's chunk prefixes, from which the key
+// picks the end of its window after a shared prefix (see [request.sum]) and
+// which Keyer.Prefixes hands to a Sketch.
 type text struct {
-	d      xxhash.Digest
-	stage  [stageSize]byte
-	ns     int // bytes in stage
-	n      int // units hashed so far
-	limit  int // stop after this many units
-	window int // MaxChars
-	next   int // next chunk boundary to examine; 0 = none
-	common *Common
-	obs    []uint64 // observe mode (Keyer.Prefixes): boundary hashes
-	obsMax int
+	d        xxhash.Digest
+	stage    [stageSize]byte
+	ns       int // bytes in stage
+	n        int // units hashed so far
+	limit    int // stop after this many units
+	next     int // next chunk boundary to mark; 0 = none
+	marks    []uint64
+	maxMarks int
 }
 
-func (t *text) init(window int, common *Common) {
+func (t *text) init(limit int) {
 	t.d.Reset()
-	t.limit, t.window, t.common = window, window, common
-	if common != nil {
-		t.next = ChunkChars
-	}
+	t.limit = limit
+}
+
+// mark makes t record its chunk prefixes into dst, up to max of them.
+func (t *text) mark(dst []uint64, max int) {
+	t.marks, t.maxMarks, t.next = dst[:0], max, ChunkChars
 }
 
 func (t *text) full() bool { return t.n >= t.limit }
@@ -94,28 +96,17 @@ func (t *text) putByte(c byte) {
 	t.ns++
 }
 
-// event runs when n reaches a chunk boundary or the limit. Common prefixes
-// are prefix-closed (a prefix of a common prefix is at least as common), so
-// the first uncommon boundary ends the search.
+// event runs when n reaches a chunk boundary or the limit: at a boundary
+// it records the prefix hash.
 func (t *text) event() {
 	if t.next == 0 || t.n < t.next {
 		return
 	}
-	h := t.sum()
-	switch {
-	case t.obsMax > 0:
-		t.obs = append(t.obs, h)
-		if len(t.obs) >= t.obsMax {
-			t.next = 0
-			return
-		}
-	case t.common.has(h):
-		t.limit = t.n + t.window
-	default:
-		t.next = 0
-		return
-	}
+	t.marks = append(t.marks, t.sum())
 	t.next += ChunkChars
+	if len(t.marks) >= t.maxMarks {
+		t.next = 0
+	}
 }
 
 // sep hashes one separator byte as one unit.

@@ -38,6 +38,10 @@ type Config struct {
 	// queue requests for minutes under load, so the default is 10 minutes,
 	// the default timeout of OpenAI's own clients.
 	UpstreamTimeout time.Duration
+	// Blocks makes the router hash the whole prompt of every keyed request
+	// into chained blocks (ring.Request.Blocks), for the policies that
+	// match prompts against a tree (radix, score). Default false.
+	Blocks bool
 	// SessionHeader, when present on a request, keys it by its value
 	// instead of its prompt (session affinity). Default X-Session-ID; empty
 	// turns it off.

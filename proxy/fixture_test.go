@@ -153,6 +153,7 @@ type fixtureOpts struct {
 	server    func(*ServerConfig)
 	transport http.RoundTripper // instead of NewTransport's
 	health    func(*upstream.HealthConfig)
+	ring      func(*ring.Config)
 }
 
 func newFixture(t *testing.T, n int, tweak ...func(*Config)) *fixture {
@@ -166,7 +167,11 @@ func newFixture(t *testing.T, n int, tweak ...func(*Config)) *fixture {
 func newFixtureWith(t *testing.T, n int, o fixtureOpts) *fixture {
 	t.Helper()
 	f := &fixture{reg: prometheus.NewRegistry()}
-	bal, err := ring.NewBalancer(ring.DefaultConfig())
+	rc := ring.DefaultConfig()
+	if o.ring != nil {
+		o.ring(&rc)
+	}
+	bal, err := ring.NewBalancer(rc)
 	if err != nil {
 		t.Fatal(err)
 	}

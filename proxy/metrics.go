@@ -105,14 +105,17 @@ type statusCollector struct {
 
 var (
 	inflightDesc = prometheus.NewDesc("prefixring_inflight_requests",
-		"In-flight requests per endpoint: this replica's own (scope=local) and what the bound reads (scope=cluster).",
+		"This replica's in-flight requests per endpoint.", []string{"endpoint"}, nil)
+	loadDesc = prometheus.NewDesc("prefixring_load",
+		"In-flight load per endpoint in the load signal's unit (tokens of prefill not yet answered, or requests): this replica's own (scope=local) and what the bound reads (scope=cluster).",
 		[]string{"endpoint", "scope"}, nil)
 	healthyDesc = prometheus.NewDesc("prefixring_endpoint_healthy", "1 if the endpoint is in the candidate set.", []string{"endpoint"}, nil)
-	boundDesc   = prometheus.NewDesc("prefixring_load_bound", "The in-flight count above which an endpoint spills a key's requests.", nil, nil)
+	boundDesc   = prometheus.NewDesc("prefixring_load_bound", "The load above which an endpoint spills a key's smallest request, in the load signal's unit.", nil, nil)
 )
 
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- inflightDesc
+	ch <- loadDesc
 	ch <- healthyDesc
 	ch <- boundDesc
 }
@@ -120,8 +123,9 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	st, bound := c.status()
 	for _, e := range st {
-		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(e.LocalLoad), e.ID, "local")
-		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(e.Load), e.ID, "cluster")
+		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(e.LocalRequests), e.ID)
+		ch <- prometheus.MustNewConstMetric(loadDesc, prometheus.GaugeValue, float64(e.LocalLoad), e.ID, "local")
+		ch <- prometheus.MustNewConstMetric(loadDesc, prometheus.GaugeValue, float64(e.Load), e.ID, "cluster")
 		h := 0.0
 		if e.Healthy {
 			h = 1

@@ -31,7 +31,8 @@ func TestMetricsAndDebugRing(t *testing.T) {
 		`prefixring_upstream_duration_seconds_count`,
 		`prefixring_inflight_requests{endpoint=`,
 		`prefixring_endpoint_healthy{endpoint=`,
-		`prefixring_load_bound 4`, // idle: the default floor, --min-bound 4
+		`prefixring_load{endpoint=`,
+		`prefixring_load_bound 16384`, // idle: the default floor, 16384 tokens
 	} {
 		if !strings.Contains(text, want) && !strings.Contains(text, strings.Replace(want, mustID(t, f.ups[0].URL), mustID(t, f.ups[1].URL), 1)) {
 			t.Errorf("/metrics lacks %s", want)
@@ -175,7 +176,7 @@ func TestForgetEndpointDeletesItsSeries(t *testing.T) {
 		}
 		n := 0
 		for _, mf := range mfs {
-			if !strings.HasPrefix(mf.GetName(), "prefixring_") || mf.GetName() == "prefixring_inflight_requests" || mf.GetName() == "prefixring_endpoint_healthy" {
+			if !strings.HasPrefix(mf.GetName(), "prefixring_") || mf.GetName() == "prefixring_inflight_requests" || mf.GetName() == "prefixring_load" || mf.GetName() == "prefixring_endpoint_healthy" {
 				continue // read from the balancer at scrape time
 			}
 			for _, m := range mf.GetMetric() {

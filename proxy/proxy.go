@@ -16,9 +16,18 @@ import (
 	"github.com/prefixring/prefixring/ring"
 )
 
-// Keyer derives a request's affinity key from its body.
+// Keyer reads what routing needs from a request body (*prefix.Keyer and
+// *Keying implement it).
 type Keyer interface {
-	Key(route prefix.Route, body []byte) (key uint64, ok bool, err error)
+	Request(route prefix.Route, body []byte, prefixes []uint64) (prefix.Key, error)
+	Blocks(route prefix.Route, body []byte, dst []uint64) ([]uint64, error)
+}
+
+// Sketch counts the requests' anchor prefixes, to learn shared preambles,
+// and their group keys, to learn each one's share (*Keying implements it).
+type Sketch interface {
+	Observe(prefixes []uint64)
+	ObserveGroup(group uint64)
 }
 
 // Targets resolves endpoint IDs for the request path. The endpoint set
@@ -50,6 +59,7 @@ type Router struct {
 	cfg      Config
 	picker   policy.Picker
 	keyer    Keyer
+	sketch   Sketch
 	targets  Targets
 	observer Observer
 	metrics  *Metrics
@@ -59,8 +69,10 @@ type Router struct {
 
 // Deps are the Router's collaborators. Observer and Metrics may be nil.
 type Deps struct {
-	Picker   policy.Picker
-	Keyer    Keyer
+	Picker policy.Picker
+	Keyer  Keyer
+	// Sketch, when not nil, observes every keyed request's prefixes.
+	Sketch   Sketch
 	Targets  Targets
 	Observer Observer
 	Metrics  *Metrics
@@ -83,7 +95,7 @@ func NewRouter(cfg Config, d Deps) (*Router, error) {
 	if d.Transport == nil {
 		d.Transport = NewTransport(cfg)
 	}
-	rt := &Router{cfg: cfg, picker: d.Picker, keyer: d.Keyer, targets: d.Targets,
+	rt := &Router{cfg: cfg, picker: d.Picker, keyer: d.Keyer, sketch: d.Sketch, targets: d.Targets,
 		observer: d.Observer, metrics: d.Metrics, log: d.Log}
 	rt.proxy = &httputil.ReverseProxy{
 		Rewrite:        rt.rewrite,
@@ -173,24 +185,43 @@ func (rt *Router) reject(w http.ResponseWriter, e *apiError) {
 }
 
 // requestOf derives the ring request: the session header's key, else the
-// body's, else none (the least loaded endpoint takes it).
+// body's, else none (the least loaded endpoint takes it); with the body's
+// size in tokens, estimated at 4 bytes each, and what the policy reads.
 func (rt *Router) requestOf(r *http.Request, route prefix.Route, body []byte) (ring.Request, *apiError) {
+	tokens := int64(len(body) / 4)
 	if h := rt.cfg.SessionHeader; h != "" {
 		if s := r.Header.Get(h); s != "" {
-			return ring.Request{Key: prefix.SessionKey("", s), Keyed: true, Session: true}, nil
+			return ring.Request{Key: prefix.SessionKey("", s), Keyed: true, Session: true, Tokens: tokens}, nil
 		}
 	}
 	if len(body) == 0 {
 		return ring.Request{}, nil
 	}
-	key, ok, err := rt.keyer.Key(route, body)
+	var buf [64]uint64
+	var prefixes []uint64
+	if rt.sketch != nil {
+		prefixes = buf[:0]
+	}
+	key, err := rt.keyer.Request(route, body, prefixes)
 	switch {
 	case err != nil && route != prefix.RouteOther:
 		return ring.Request{}, errBadRequest(err.Error())
-	case err != nil || !ok:
-		return ring.Request{}, nil
+	case err != nil || !key.Keyed:
+		return ring.Request{Tokens: tokens}, nil
 	}
-	return ring.Request{Key: key, Keyed: true}, nil
+	if rt.sketch != nil {
+		rt.sketch.Observe(key.Prefixes)
+		rt.sketch.ObserveGroup(key.Group)
+	}
+	req := ring.Request{Key: key.Hash, Keyed: true, Group: key.Group, GroupShare: key.GroupShare,
+		SharedTokens: int64(key.SharedChars / 4), Tokens: tokens}
+	if key.NewBytes >= 0 {
+		req.NewTokens = int64(key.NewBytes / 4)
+	}
+	if rt.cfg.Blocks {
+		req.Blocks, _ = rt.keyer.Blocks(route, body, nil)
+	}
+	return req, nil
 }
 
 func exchangeOf(r *http.Request) *exchange { return r.Context().Value(exchangeKey{}).(*exchange) }

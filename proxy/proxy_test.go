@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prefixring/prefixring/ring"
 )
 
 func TestSamePrefixSameEndpoint(t *testing.T) {
@@ -50,9 +52,10 @@ func TestPathAndQueryReachUpstream(t *testing.T) {
 }
 
 // TestHotPrefixSpillsWithinBound holds many concurrent requests of one
-// prefix: the home fills to the bound, the rest spill, none overfills.
+// prefix: the home fills to the bound, the rest spill, none overfills
+// (counting requests, CHWBL's own unit).
 func TestHotPrefixSpillsWithinBound(t *testing.T) {
-	f := newFixture(t, 4)
+	f := newFixtureWith(t, 4, fixtureOpts{ring: func(c *ring.Config) { c.Signal, c.MinBound = ring.SignalRequests, 0 }})
 	release := make(chan struct{})
 	arrived := make(chan string, 64)
 	for _, u := range f.ups {
@@ -156,8 +159,12 @@ func TestClientDisconnectCancelsUpstreamAndReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-started
-	if got := f.balancer.Inflight().Total(); got != 1 {
-		t.Fatalf("in flight %d while streaming, want 1", got)
+	var inflight int64
+	for _, e := range mustStatus(f) {
+		inflight += e.LocalRequests
+	}
+	if inflight != 1 {
+		t.Fatalf("in flight %d while streaming, want 1", inflight)
 	}
 	cancel()
 	resp.Body.Close()
@@ -287,4 +294,43 @@ func TestOtherRoutesAreProxied(t *testing.T) {
 	if a.Header.Get("X-Prefixring-Decision") != "home" || a.Header.Get("X-Prefixring-Endpoint") != b.Header.Get("X-Prefixring-Endpoint") {
 		t.Fatalf("embeddings not keyed: %v / %v", a.Header, b.Header)
 	}
+}
+
+func mustStatus(f *fixture) []ring.EndpointStatus {
+	st, _ := f.balancer.Status()
+	return st
+}
+
+// Under the tokens signal a request weighs its body's tokens (bytes / 4)
+// until its first byte comes back, then nothing (the default decode
+// weight), and is counted as one in-flight request throughout.
+func TestStreamSettlesAtTheFirstByte(t *testing.T) {
+	f := newFixture(t, 1)
+	first, more := make(chan struct{}), make(chan struct{})
+	f.ups[0].setHandler(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush() // headers only: the prefill is still running
+		<-first
+		io.WriteString(w, "data: {}\n\n")
+		w.(http.Flusher).Flush()
+		<-more
+		io.WriteString(w, "data: [DONE]\n\n")
+	})
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("x", 4000) + `"}]}`
+	resp := f.post(t, "/v1/chat/completions", body)
+	id := mustID(t, f.ups[0].URL)
+	if got := f.balancer.Inflight().Load(id); got != int64(len(body)/4) {
+		t.Fatalf("load %d before the first byte, want %d (body bytes / 4)", got, len(body)/4)
+	}
+	close(first)
+	buf := make([]byte, 8)
+	if _, err := io.ReadAtLeast(resp.Body, buf, 8); err != nil {
+		t.Fatal(err)
+	}
+	if got, reqs := f.balancer.Inflight().Load(id), f.balancer.Inflight().Requests(id); got != 0 || reqs != 1 {
+		t.Fatalf("after the first byte: load %d, requests %d; want 0, 1", got, reqs)
+	}
+	close(more)
+	readAll(t, resp.Body)
 }

@@ -6,11 +6,14 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/prefixring/prefixring/ring"
 )
 
-// timedBody records time to first byte and total upstream time, and
-// reports a body cut by the upstream (not by the client leaving) as a
-// failure of the endpoint.
+// timedBody records time to first byte and total upstream time, settles
+// the try's lease at the first byte (the prefill is over: for a stream the
+// first token came; see ring.SignalTokens), and reports a body cut by the
+// upstream (not by the client leaving) as a failure of the endpoint.
 type timedBody struct {
 	io.ReadCloser
 	start    time.Time
@@ -18,6 +21,7 @@ type timedBody struct {
 	sawBody  bool
 	done     bool
 	endpoint string
+	lease    ring.Lease
 	rt       *Router
 	ctx      context.Context
 }
@@ -26,6 +30,7 @@ func (b *timedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 && !b.sawBody {
 		b.sawBody, b.first = true, time.Since(b.start)
+		b.lease.Settle()
 	}
 	if err != nil {
 		if err != io.EOF && b.ctx.Err() == nil && !b.done {

@@ -149,6 +149,6 @@ func (t *retrying) send(out *http.Request, x *exchange) (*http.Response, error) 
 	if err != nil {
 		return nil, err
 	}
-	resp.Body = &timedBody{ReadCloser: resp.Body, start: start, endpoint: id, rt: t.rt, ctx: client}
+	resp.Body = &timedBody{ReadCloser: resp.Body, start: start, endpoint: id, lease: x.lease, rt: t.rt, ctx: client}
 	return resp, nil
 }

@@ -3,6 +3,7 @@ package ring
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -11,23 +12,42 @@ import (
 // Config configures a [Balancer].
 type Config struct {
 	// LoadFactor is c in the bound: an endpoint takes a request while it
-	// holds fewer than ceil(c*(total+1)/n); >= 1. Default 1.25.
+	// holds less than ceil(c*(total+w)/n) load, w its weight; >= 1.
+	// Default 1.25 (docs/study.md, "The bound").
 	LoadFactor float64
-	// MinBound lets every endpoint hold MinBound requests whatever the
-	// total (see [Bound]); 0 is the textbook bound. Default 4: at low load
-	// the textbook bound spills a home's second request (and, under the
-	// gossiped view, one whose predecessor finished but is still published),
-	// though an engine batches far more; the sweep behind 4 is in
-	// docs/gossip-measures.md ("The bound's floor").
+	// MinBound lets every endpoint hold MinBound load whatever the total
+	// (see [Bound]), in the Signal's unit; 0 is the textbook bound. Default
+	// 16384 tokens: at low load the relative bound would spill a home's
+	// second prompt, though an engine prefills 8192 tokens a step
+	// (docs/study.md, "The bound"); under [SignalRequests] use
+	// [DefaultMinRequests].
 	MinBound int64
 	// Placement places partitions on endpoints; it must match on every
 	// replica of a cluster.
 	Placement PlacementConfig
+	// Signal is the unit of load; every replica of a cluster must use the
+	// same. Default [SignalTokens] (docs/study.md, "The load signal").
+	Signal Signal
+	// DecodeWeight is what a request weighs under [SignalTokens] once its
+	// prefill is over, in tokens. Default 0.
+	DecodeWeight int64
+	// GroupSpread, when above 0, keeps a shared prefix's requests on as few
+	// endpoints as hold its traffic to 1/GroupSpread of each one's fair
+	// share: a group key with share s of the requests (Request.GroupShare)
+	// goes to ceil(GroupSpread·n·s) of the n endpoints, its requests' own
+	// keys choosing among them. A rare system prompt is then computed on
+	// one engine instead of every engine its requests reach, and a common
+	// one still spreads over all. Default 8 (docs/study.md, "The key").
+	GroupSpread float64
 }
+
+// DefaultMinRequests is the floor under [SignalRequests]: the sweep behind
+// it is in docs/gossip-measures.md ("The bound's floor").
+const DefaultMinRequests = 4
 
 // DefaultConfig returns the defaults documented on each field.
 func DefaultConfig() Config {
-	return Config{LoadFactor: 1.25, MinBound: 4, Placement: DefaultPlacement()}
+	return Config{LoadFactor: 1.25, MinBound: 16384, Placement: DefaultPlacement(), Signal: SignalTokens, GroupSpread: 8}
 }
 
 // Validate reports a configuration the balancer cannot use.
@@ -37,6 +57,15 @@ func (c Config) Validate() error {
 	}
 	if c.MinBound < 0 {
 		return fmt.Errorf("ring: min bound %d must be >= 0", c.MinBound)
+	}
+	if _, err := ParseSignal(string(c.Signal)); err != nil {
+		return err
+	}
+	if c.DecodeWeight < 0 {
+		return fmt.Errorf("ring: decode weight %d must be >= 0", c.DecodeWeight)
+	}
+	if !(c.GroupSpread >= 0) || math.IsInf(c.GroupSpread, 0) {
+		return fmt.Errorf("ring: group spread %v must be >= 0", c.GroupSpread)
 	}
 	return c.Placement.Validate()
 }
@@ -152,7 +181,7 @@ func (b *Balancer) SetLoads(l Loads) {
 func (b *Balancer) swap(r *Ring, healthy []bool, loads Loads) {
 	s := &snapshot{ring: r, healthy: healthy, loads: loads}
 	if r != nil {
-		s.state = NewState(r, healthy, loads, Bound{LoadFactor: b.cfg.LoadFactor, Min: b.cfg.MinBound})
+		s.state = NewState(r, healthy, loads, b.cfg.bound())
 	}
 	b.snap.Store(s)
 }
@@ -171,16 +200,43 @@ func (b *Balancer) acquire(req Request, local bool) (Lease, error) {
 	if !req.Keyed {
 		req.Key = b.unkeyed.Add(1)
 	}
+	w, settle := b.cfg.weights(req)
+	req.Weight = w
+	b.cfg.homeWeights(&req)
+	b.cfg.spread(&req, s.state.nHealthy)
 	st := s.state
 	if local {
-		st = NewState(s.ring, s.healthy, b.inflight, Bound{LoadFactor: b.cfg.LoadFactor, Min: b.cfg.MinBound})
+		st = NewState(s.ring, s.healthy, b.inflight, b.cfg.bound())
 	}
 	i, d, err := s.ring.Pick(req, st)
 	if err != nil {
 		return Lease{}, err
 	}
 	id := s.ring.ids[i]
-	return Lease{Endpoint: id, Decision: d, h: &hold{c: b.inflight.acquire(id)}}, nil
+	if d == DecisionHome && req.HomeWeight > 0 {
+		w = req.HomeWeight
+	}
+	return Lease{Endpoint: id, Decision: d, h: newHold(b.inflight.acquire(id, w), w, settle)}, nil
+}
+
+// Decide returns where req would go if the bound read loads, counting
+// nothing: what a replica with that view of the cluster would decide.
+func (b *Balancer) Decide(req Request, loads Loads) (string, Decision, error) {
+	s := b.snap.Load()
+	if s.ring == nil {
+		return "", DecisionFallback, ErrNoEndpoints
+	}
+	if !req.Keyed {
+		req.Key = 0
+	}
+	req.Weight, _ = b.cfg.weights(req)
+	b.cfg.homeWeights(&req)
+	b.cfg.spread(&req, s.state.nHealthy)
+	i, d, err := s.ring.Pick(req, NewState(s.ring, s.healthy, loads, b.cfg.bound()))
+	if err != nil {
+		return "", d, err
+	}
+	return s.ring.ids[i], d, nil
 }
 
 // Home returns where key goes when no endpoint is over the bound: its
@@ -212,11 +268,12 @@ func (b *Balancer) AcquireLocal(req Request) (Lease, error) { return b.acquire(r
 
 // EndpointStatus is one endpoint as /debug/ring shows it.
 type EndpointStatus struct {
-	ID         string `json:"id"`
-	Healthy    bool   `json:"healthy"`
-	Load       int64  `json:"load"`       // what the bound reads
-	LocalLoad  int64  `json:"local_load"` // this replica's own leases
-	Partitions int    `json:"partitions"` // partitions owned
+	ID            string `json:"id"`
+	Healthy       bool   `json:"healthy"`
+	Load          int64  `json:"load"`           // what the bound reads, in the signal's unit
+	LocalLoad     int64  `json:"local_load"`     // this replica's own leases' load
+	LocalRequests int64  `json:"local_requests"` // this replica's own in-flight requests
+	Partitions    int    `json:"partitions"`     // partitions owned
 }
 
 // Status returns every endpoint of the current snapshot, in ID order, and
@@ -230,7 +287,7 @@ func (b *Balancer) Status() ([]EndpointStatus, int64) {
 	for i, id := range s.ring.ids {
 		out[i] = EndpointStatus{
 			ID: id, Healthy: s.state.Healthy(i), Load: s.state.load(id),
-			LocalLoad: b.inflight.Load(id), Partitions: s.ring.owned[i],
+			LocalLoad: b.inflight.Load(id), LocalRequests: b.inflight.Requests(id), Partitions: s.ring.owned[i],
 		}
 	}
 	return out, s.state.Bound()
@@ -259,9 +316,10 @@ func (b *Balancer) Candidates(exclude []string, dst []Candidate) []Candidate {
 	return dst
 }
 
-// AcquireOn counts a request on endpoint id, chosen by a policy other than
-// the ring's (one of [Balancer.Candidates]), with decision d. Release the
+// AcquireOn counts req on endpoint id, chosen by a policy other than the
+// ring's (one of [Balancer.Candidates]), with decision d. Release the
 // lease when the request ends; its count is gossiped like any other.
-func (b *Balancer) AcquireOn(id string, d Decision) Lease {
-	return Lease{Endpoint: id, Decision: d, h: &hold{c: b.inflight.acquire(id)}}
+func (b *Balancer) AcquireOn(req Request, id string, d Decision) Lease {
+	w, settle := b.cfg.weights(req)
+	return Lease{Endpoint: id, Decision: d, h: newHold(b.inflight.acquire(id, w), w, settle)}
 }

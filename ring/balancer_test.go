@@ -7,9 +7,16 @@ import (
 	"testing"
 )
 
+// requestsConfig is CHWBL as the paper and HAProxy count: requests.
+func requestsConfig() Config {
+	c := DefaultConfig()
+	c.Signal, c.MinBound = SignalRequests, DefaultMinRequests
+	return c
+}
+
 func mustBalancer(t testing.TB, ids ...string) *Balancer {
 	t.Helper()
-	b, err := NewBalancer(DefaultConfig())
+	b, err := NewBalancer(requestsConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,14 +29,37 @@
 //
 // # The bound
 //
-// An endpoint may take a request if, with it, it holds at most
-// ceil(c · (total + 1) / n) requests (CHWBL's bound, and HAProxy's
-// "served < slots"), where c is [Config.LoadFactor], total the in-flight
-// load of all endpoints and n the number of healthy endpoints; with
-// [Config.MinBound] = K, at most max(K, that). The walk takes the first
-// candidate that passes; if none does, the least loaded usable endpoint.
-// Since c >= 1, some endpoint always passes when the loads cover the healthy
-// set, so a sequence of picks over one view of the loads never exceeds the
-// bound (TestSequentialPicksNeverExceedTheBound). Replicas that learn each
+// Load is counted in a [Signal]'s unit. Under [SignalTokens] (the default)
+// a request weighs its prompt's estimated tokens until the first byte of
+// its answer ([Lease.Settle]), then [Config.DecodeWeight]: the load is the
+// prefill queued on an endpoint, what a new request waits behind for its
+// first token. Under [SignalRequests] every request weighs 1 until it ends,
+// CHWBL's and HAProxy's unit.
+//
+// An endpoint may take a request of weight w if, with it, it holds at
+// most max(ceil(c · (total + w) / n), Min, (1+Own)·w), where c is
+// [Config.LoadFactor], total the in-flight load of all endpoints, n the
+// number of healthy endpoints, Min [Config.MinBound], and Own 1 under the
+// tokens signal (an endpoint may always take a prompt while it holds no
+// more than that prompt's size ahead of it) and 0 under the requests
+// signal (the textbook bound). At the key's home a chat turn weighs only
+// its new tokens (Request.NewTokens: the home holds the conversation's
+// earlier turns, and a recurring group's shared part), and the home may
+// run above the bound by the tokens the request would recompute anywhere
+// else: a spill pays only when the home's queue costs more than the cache
+// saves. The walk takes the first candidate that passes; if none does, the
+// least loaded usable endpoint. Since c >= 1, some endpoint always passes
+// when the loads cover the healthy set, so a sequence of picks over one
+// view of the loads never exceeds the bound
+// (TestSequentialPicksNeverExceedTheBound). Replicas that learn each
 // other's placements late can: see gossip/DESIGN.md.
+//
+// # Groups
+//
+// With [Config.GroupSpread], a request whose shared part (Request.Group:
+// its system prompt, tools or shared preamble) has a known share s of the
+// traffic goes to the first ceil(GroupSpread·n·s) endpoints of the group's
+// walk, its own key choosing among them, and spills on along the group's
+// walk: a rare system prompt is computed on one engine instead of on every
+// engine its requests reach, and a common one still spreads over all.
 package ring

@@ -5,8 +5,9 @@ import (
 	"sync/atomic"
 )
 
-// Inflight counts this replica's in-flight requests per endpoint. It
-// implements [Loads]. Counters live outside the ring snapshots, so an
+// Inflight counts this replica's in-flight load per endpoint, in the
+// balancer's [Signal] unit, and its in-flight requests. It implements
+// [Loads] (the load). Counters live outside the ring snapshots, so an
 // endpoint-set rebuild never resets or double-counts them.
 type Inflight struct {
 	mu       sync.Mutex                          // serializes Track
@@ -15,7 +16,8 @@ type Inflight struct {
 }
 
 type counter struct {
-	n     atomic.Int64
+	n     atomic.Int64 // load
+	reqs  atomic.Int64 // requests
 	total *atomic.Int64
 }
 
@@ -27,7 +29,15 @@ func NewInflight() *Inflight {
 	return f
 }
 
-// Load returns the in-flight requests on endpoint id.
+// Requests returns the in-flight requests on endpoint id.
+func (f *Inflight) Requests(id string) int64 {
+	if c := (*f.counters.Load())[id]; c != nil {
+		return c.reqs.Load()
+	}
+	return 0
+}
+
+// Load returns the in-flight load on endpoint id.
 func (f *Inflight) Load(id string) int64 {
 	if c := (*f.counters.Load())[id]; c != nil {
 		return c.n.Load()
@@ -35,11 +45,11 @@ func (f *Inflight) Load(id string) int64 {
 	return 0
 }
 
-// Total returns the in-flight requests on all endpoints, including endpoints
+// Total returns the in-flight load on all endpoints, including endpoints
 // that left the set while requests to them were still running.
 func (f *Inflight) Total() int64 { return f.total.Load() }
 
-// Counts returns a copy of the non-zero counts, for gossip and debugging.
+// Counts returns a copy of the non-zero loads, for gossip and debugging.
 func (f *Inflight) Counts() map[string]int64 {
 	out := map[string]int64{}
 	for id, c := range *f.counters.Load() {
@@ -59,7 +69,7 @@ func (f *Inflight) Track(ids []string) {
 	old := *f.counters.Load()
 	m := make(map[string]*counter, len(ids))
 	for id, c := range old {
-		if c.n.Load() != 0 {
+		if c.n.Load() != 0 || c.reqs.Load() != 0 {
 			m[id] = c
 		}
 	}
@@ -73,22 +83,22 @@ func (f *Inflight) Track(ids []string) {
 	f.counters.Store(&m)
 }
 
-// acquire counts one request on id and returns its counter. An id that is
-// not tracked gets a counter of its own: the request is counted in the total
-// and released exactly once, though Load does not see it.
-func (f *Inflight) acquire(id string) *counter {
+// acquire counts a request of weight w on id and returns its counter. An
+// id that is not tracked gets a counter of its own: the request is counted
+// in the total and released exactly once, though Load does not see it.
+func (f *Inflight) acquire(id string, w int64) *counter {
 	c := (*f.counters.Load())[id]
 	if c == nil {
 		c = &counter{total: &f.total}
 	}
-	c.n.Add(1)
-	f.total.Add(1)
+	c.add(w)
+	c.reqs.Add(1)
 	return c
 }
 
-func (c *counter) release() {
-	c.n.Add(-1)
-	c.total.Add(-1)
+func (c *counter) add(d int64) {
+	c.n.Add(d)
+	c.total.Add(d)
 }
 
 // Lease is one request's hold on an endpoint. Release it when the request
@@ -105,14 +115,53 @@ type Lease struct {
 
 // hold is one lease's claim on a counter, shared by every copy of the Lease.
 type hold struct {
-	c        *counter
-	released atomic.Bool
+	c      *counter
+	w      atomic.Int64 // the weight counted now; -1 once released
+	settle int64        // the weight after Settle
+}
+
+func newHold(c *counter, w, settle int64) *hold {
+	h := &hold{c: c, settle: min(settle, w)}
+	h.w.Store(w)
+	return h
+}
+
+// Settle lowers the lease's weight to what a request weighs once its
+// prefill is over (its first byte came back): see [Signal]. Under
+// [SignalRequests] it changes nothing. It is idempotent, safe to call
+// concurrently with Release, and does nothing after it.
+func (l Lease) Settle() {
+	if l.h == nil {
+		return
+	}
+	for {
+		w := l.h.w.Load()
+		if w <= l.h.settle { // settled, or released (-1)
+			return
+		}
+		if l.h.w.CompareAndSwap(w, l.h.settle) {
+			l.h.c.add(l.h.settle - w)
+			return
+		}
+	}
+}
+
+// Weight is what the lease counts now (0 once released).
+func (l Lease) Weight() int64 {
+	if l.h == nil {
+		return 0
+	}
+	return max(l.h.w.Load(), 0)
 }
 
 // Release gives the endpoint's slot back. It is idempotent across the Lease
 // and all its copies, and safe to call concurrently.
 func (l Lease) Release() {
-	if l.h != nil && l.h.released.CompareAndSwap(false, true) {
-		l.h.c.release()
+	if l.h == nil {
+		return
+	}
+	if w := l.h.w.Swap(-1); w >= 0 {
+		l.h.c.add(-w)
+		l.h.c.reqs.Add(-1)
 	}
 }

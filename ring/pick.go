@@ -50,7 +50,44 @@ type Request struct {
 	// Session marks a key that is a client's session id (the session
 	// header), not a prompt prefix: the session policy reads it.
 	Session bool
+	// Group is the key of the prompt's shared part alone (the system
+	// prompt and tools of a chat, the shared preamble of a completion): the
+	// prefix-key policy's key. 0: none.
+	Group uint64
+	// Blocks are the chained hashes of the whole prompt, one per
+	// prefix.ChunkChars characters (the last one may cover a shorter
+	// tail): what the tree-based policies match on. Nil unless a policy
+	// that reads them runs.
+	Blocks []uint64
+	// Tokens is the request's estimated prompt length in tokens (0:
+	// unknown). Under [SignalTokens] it is the request's weight until its
+	// prefill is over.
+	Tokens int64
+	// Weight is what the request adds to its endpoint's load, set by the
+	// [Balancer] from its [Signal] before a pick; 0 counts as 1.
+	Weight int64
+	// NewTokens estimates the prompt tokens its key's home has not cached
+	// (0: all of Tokens): under [SignalTokens], a chat's messages after the
+	// last assistant message, since its earlier turns went home too.
+	NewTokens int64
+	// SharedTokens estimates the tokens of the prompt's shared part (what
+	// Group covers): a recurring group's home holds them.
+	SharedTokens int64
+	// GroupShare is the Group's share of the cluster's requests (0:
+	// unknown); with [Config.GroupSpread] the balancer derives Spread from
+	// it.
+	GroupShare float64
+	// Spread, when above 0 and below the number of endpoints, spreads the
+	// request's Group over that many endpoints, and its Key picks among
+	// them (see [Ring.Pick]); 0: the Key alone places the request.
+	Spread int
+	// HomeWeight is Weight at the key's home (0: Weight), and HomeSlack
+	// widens the home's bound; the [Balancer] sets both.
+	HomeWeight, HomeSlack int64
 }
+
+// weight is the request's weight, at least 1.
+func (r Request) weight() int64 { return max(r.Weight, 1) }
 
 // Bound is the request-level bound of CHWBL (Mirrokni, Thorup and
 // Zadimoghaddam) as HAProxy applies it: an endpoint may take a request only
@@ -65,16 +102,28 @@ type Bound struct {
 	// Min is the floor: every endpoint may hold Min requests. 0 and 1 both
 	// give the textbook bound.
 	Min int64
+	// Own raises the floor for a request of weight w to (1+Own)·w: an
+	// endpoint may take a request while it holds no more than Own times the
+	// request's own weight. 0 is the textbook bound; under [SignalTokens]
+	// the balancer uses 1: waiting behind at most one's own prefill costs
+	// no more than the prefill itself, whatever the rest of the fleet does.
+	Own float64
 }
 
 // Slots returns the most requests an endpoint may hold, the new one
 // included, when total are in flight on n healthy endpoints; at least 1.
-func (b Bound) Slots(total int64, n int) int64 {
+func (b Bound) Slots(total int64, n int) int64 { return b.Limit(total, 1, n) }
+
+// Limit returns the most load an endpoint may hold once it takes a request
+// of weight w, when total is in flight on n healthy endpoints:
+// max(ceil(c·(total+w)/n), Min, (1+Own)·w). The last term lets an idle
+// endpoint take any request.
+func (b Bound) Limit(total, w int64, n int) int64 {
 	if n <= 0 {
 		return 0
 	}
-	slots := int64(math.Ceil(b.LoadFactor * float64(total+1) / float64(n)))
-	return max(slots, b.Min, 1)
+	slots := int64(math.Ceil(b.LoadFactor * float64(total+w) / float64(n)))
+	return max(slots, b.Min, w+int64(b.Own*float64(w)))
 }
 
 // State is what a pick reads besides the placement: which endpoints are
@@ -117,15 +166,19 @@ func (s *State) load(id string) int64 {
 	return s.loads.Load(id)
 }
 
-// Bound returns the most in-flight requests an endpoint may hold once it
-// takes the next request (see [Bound.Slots]): an endpoint takes it while its
-// load is below this.
-func (s *State) Bound() int64 {
+// Bound returns the most in-flight load an endpoint may hold once it takes
+// the next request of weight 1 (see [Bound.Slots]): an endpoint takes it
+// while its load is below this.
+func (s *State) Bound() int64 { return s.Limit(1) }
+
+// Limit is [Bound.Limit] over the current loads: the most an endpoint may
+// hold once it takes a request of weight w.
+func (s *State) Limit(w int64) int64 {
 	var total int64
 	if s.loads != nil {
 		total = s.loads.Total()
 	}
-	return s.bound.Slots(total, s.nHealthy)
+	return s.bound.Limit(total, w, s.nHealthy)
 }
 
 // Pick chooses the endpoint for req: the first of the key's candidates that
@@ -139,7 +192,16 @@ func (r *Ring) Pick(req Request, s *State) (int, Decision, error) {
 		}
 		return i, DecisionFallback, nil
 	}
-	bound := s.Bound()
+	w := req.weight()
+	limit := s.Limit(w)
+	hw := max(req.HomeWeight, 1)
+	if req.HomeWeight == 0 {
+		hw = w
+	}
+	hlimit := s.Limit(hw) + req.HomeSlack
+	if req.Group != 0 && req.Spread > 0 && req.Spread < len(r.ids) {
+		return r.pickGrouped(req, s, w, limit, hw, hlimit)
+	}
 	// A bitset of visited endpoints; on the stack up to 1024 endpoints.
 	var small [16]uint64
 	seen := small[:]
@@ -161,8 +223,12 @@ func (r *Ring) Pick(req Request, s *State) (int, Decision, error) {
 		}
 		if found == 1 {
 			homeUsable = true
+			if s.load(r.ids[i])+hw <= hlimit {
+				return int(i), DecisionHome, nil
+			}
+			continue
 		}
-		if s.load(r.ids[i]) < bound {
+		if s.load(r.ids[i])+w <= limit {
 			switch {
 			case found == 1:
 				return int(i), DecisionHome, nil
@@ -171,6 +237,75 @@ func (r *Ring) Pick(req Request, s *State) (int, Decision, error) {
 			default:
 				return int(i), DecisionFallback, nil
 			}
+		}
+	}
+	i := r.leastLoaded(req, s)
+	if i < 0 {
+		return -1, DecisionFallback, ErrNoEndpoints
+	}
+	return i, DecisionFallback, nil
+}
+
+// walk appends to dst the distinct owners of the partitions from key's on,
+// in order, until every endpoint is found: key's candidate order.
+func (r *Ring) walk(key uint64, dst []int) []int {
+	var small [16]uint64
+	seen := small[:]
+	if words := (len(r.ids) + 63) / 64; words > len(small) {
+		seen = make([]uint64, words)
+	}
+	parts := uint64(len(r.owner))
+	p := key % parts
+	for step, found := uint64(0), 0; step < parts && found < len(r.ids); step++ {
+		i := r.owner[(p+step)%parts]
+		if seen[i/64]&(1<<(i%64)) == 0 {
+			seen[i/64] |= 1 << (i % 64)
+			found++
+			dst = append(dst, int(i))
+		}
+	}
+	return dst
+}
+
+// pickGrouped is Pick for a request whose shared part (Group) is spread
+// over Spread endpoints: the first Spread usable endpoints of the group's
+// walk form its set; the request's own key orders the set (its first is
+// the home), and the rest of the group's walk follows, so a group's
+// overflow goes where its next requests will, keeping its cache together.
+func (r *Ring) pickGrouped(req Request, s *State, w, limit, hw, hlimit int64) (int, Decision, error) {
+	var gbuf, kbuf [64]int
+	group := r.walk(req.Group, gbuf[:0])
+	in := make(map[int]bool, req.Spread)
+	var set []int
+	for _, i := range group {
+		if len(set) < req.Spread && s.usable(r, i, req.Exclude) {
+			set = append(set, i)
+			in[i] = true
+		}
+	}
+	order := make([]int, 0, len(group))
+	for _, i := range r.walk(req.Key, kbuf[:0]) {
+		if in[i] {
+			order = append(order, i)
+		}
+	}
+	for _, i := range group {
+		if !in[i] {
+			order = append(order, i)
+		}
+	}
+	for k, i := range order {
+		if !s.usable(r, i, req.Exclude) {
+			continue
+		}
+		if k == 0 {
+			if s.load(r.ids[i])+hw <= hlimit {
+				return i, DecisionHome, nil
+			}
+			continue
+		}
+		if s.load(r.ids[i])+w <= limit {
+			return i, DecisionSpill, nil
 		}
 	}
 	i := r.leastLoaded(req, s)

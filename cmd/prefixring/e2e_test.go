@@ -109,9 +109,12 @@ func TestServeEndToEnd(t *testing.T) {
 		var mu sync.Mutex
 		got := map[string]int{}
 		decisions := map[string]int{}
+		// 5000 tokens each (body bytes / 4), held until their answers
+		// come: the load signal counts their prefill.
+		hot := chat("the one hot question " + strings.Repeat("with a long pasted document ", 715))
 		for range n {
 			wg.Go(func() {
-				resp, body := post(t, r.URL, chat("the one hot question"))
+				resp, body := post(t, r.URL, hot)
 				if resp.StatusCode != 200 {
 					t.Errorf("%d %s", resp.StatusCode, body)
 				}
@@ -122,8 +125,9 @@ func TestServeEndToEnd(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		// 16 concurrent on 4 endpoints, c = 1.25: the bound ends at
-		// ceil(1.25*16/4) = 5, so no endpoint takes more than 6.
+		// 16 concurrent prompts of ~5000 tokens on 4 endpoints, c = 1.25:
+		// the bound ends at ceil(1.25*16*5000/4) = 25000 tokens, five of
+		// them, so no endpoint takes more than 6.
 		for ep, c := range got {
 			if c > 6 {
 				t.Errorf("%s took %d of %d concurrent requests", ep, c, n)

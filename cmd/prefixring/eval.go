@@ -4,37 +4,54 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
 
+	"github.com/prefixring/prefixring/gossip"
 	"github.com/prefixring/prefixring/loadgen"
 	"github.com/prefixring/prefixring/policy"
 	"github.com/prefixring/prefixring/sim/eval"
 )
 
+// gridFlags are the axes of a custom grid; giving any of them replaces the
+// default study with one grid.
+var gridFlags = []string{"workload", "policies", "endpoints", "routers", "rate-scale", "load-factor", "min-bound",
+	"signal", "gossip-view", "gossip-interval", "key"}
+
 func evalCommand() *cli.Command {
-	d := eval.DefaultConfig()
+	d := eval.CustomGrid()
 	join := func(xs []string) string { return strings.Join(xs, ",") }
 	return &cli.Command{
 		Name:  "eval",
 		Usage: "compare routing policies in the fleet simulator (virtual time) and write a report",
-		Description: "Runs every combination of the comma lists given (policies × workloads × engines × router replicas ×\n" +
-			"rate scale × load factor × gossip interval) through simulated vLLM engines and writes DIR/results.json,\n" +
-			"DIR/report.md (the study's questions answered from the numbers, its goals checked) and DIR/index.html (charts).",
+		Description: "Without axis flags, runs the default study (docs/study.md): every policy on every built-in workload and the\n" +
+			"Mooncake conversation trace (when --traces holds it) at four loads and 3 router replicas, the per-replica policies\n" +
+			"at 1 and 8 replicas, and prefixring's bound, load signal, gossip view and interval and key design swept\n" +
+			"around its defaults (--full: every policy at 1, 3 and 8 replicas, wider sweeps). With any axis flag, runs\n" +
+			"one grid: every combination of the comma lists given (the others at prefixring's defaults). Writes\n" +
+			"DIR/results.json, DIR/report.md (the study's questions answered, its goals checked) and DIR/index.html (charts).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "workload", Value: join(d.Workloads), Usage: "comma list of shared-prefix (SGLang's benchmark shape, Zipf-skewed groups), multi-turn, multi-turn-completions, agentic (closed loop: each turn after the previous answer, keyed by the production keyer on its JSON body) and trace:PATH (Mooncake format)"},
 			&cli.StringFlag{Name: "policies", Value: join(d.Policies), Usage: "comma list of " + join(policy.Names)},
 			&cli.StringFlag{Name: "endpoints", Value: joinAny(d.Endpoints), Usage: "comma list of engine counts"},
 			&cli.StringFlag{Name: "routers", Value: joinAny(d.Routers), Usage: "comma list of router replica counts (each policy runs that many independent instances; chwbl's gossip)"},
-			&cli.StringFlag{Name: "rate-scale", Value: joinAny(d.RateScales), Usage: "comma list of arrival-rate multipliers (shared-prefix: 24 requests/s at 1; 8 overloads 8 engines)"},
+			&cli.StringFlag{Name: "rate-scale", Value: joinAny(d.RateScales), Usage: "comma list of arrival-rate multipliers (built-in workloads: 2 is about what least-load serves, 4 twice that; traces: their own rate times this)"},
 			&cli.StringFlag{Name: "load-factor", Value: joinAny(d.LoadFactors), Usage: "comma list of the bound's c"},
+			&cli.StringFlag{Name: "min-bound", Value: joinAny(d.MinBounds), Usage: "comma list of the bound's floor, in the load signal's unit"},
+			&cli.StringFlag{Name: "signal", Value: joinAny(d.Signals), Usage: "comma list of load signals: " + joinAny(eval.Signals) + " (engine: what the engines report, requests waiting and running, scraped every 250ms; the study's alternative, not in serve)"},
+			&cli.StringFlag{Name: "gossip-view", Value: joinAny(d.Views), Usage: "comma list of gossip views: " + joinAny(gossip.ViewModes)},
 			&cli.StringFlag{Name: "gossip-interval", Value: joinAny(d.GossipIntervals), Usage: "comma list of gossip publication intervals"},
-			&cli.IntFlag{Name: "requests", Value: d.Requests, Usage: "requests per run (a trace is cut to its first N; 0: all)"},
-			&cli.IntFlag{Name: "kv-blocks", Value: d.KVBlocks, Usage: "KV cache blocks (16 tokens) per engine; 0: the H100 profile's capacity"},
-			&cli.Uint64Flag{Name: "seed", Value: d.Seed, Usage: "workload and policy seed"},
+			&cli.StringFlag{Name: "key", Value: joinAny(d.Keys), Usage: "comma list of key designs: " + join(eval.KeyDesigns)},
+			&cli.BoolFlag{Name: "full", Usage: "the full study: every policy at 1, 3 and 8 router replicas, wider sweeps (docs/study.md gives its run time)"},
+			&cli.StringFlag{Name: "traces", Value: eval.DefaultTraces, Usage: "folder holding the Mooncake traces the default study replays (conversation_trace.jsonl); the study runs without it"},
+			&cli.IntFlag{Name: "requests", Usage: "cap on each workload's requests (a trace is cut to its first N; 0: the workload's own)"},
+			&cli.IntFlag{Name: "kv-blocks", Usage: "KV cache blocks (16 tokens) per engine; 0: the H100 profile's capacity"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "workload and policy seed"},
 			&cli.StringFlag{Name: "out", Value: "eval-report", Usage: "report folder"},
 		},
 		Action: runEval,
@@ -68,30 +85,13 @@ func splitList[T any](name, s string, parse func(string) (T, error)) ([]T, error
 }
 
 func runEval(c *cli.Context) error {
-	cfg := eval.DefaultConfig()
-	var err error
-	id := func(s string) (string, error) { return s, nil }
-	if cfg.Workloads, err = splitList("workload", c.String("workload"), id); err != nil {
-		return err
-	}
-	if cfg.Policies, err = splitList("policies", c.String("policies"), id); err != nil {
-		return err
-	}
-	if cfg.Endpoints, err = splitList("endpoints", c.String("endpoints"), strconv.Atoi); err != nil {
-		return err
-	}
-	if cfg.Routers, err = splitList("routers", c.String("routers"), strconv.Atoi); err != nil {
-		return err
-	}
-	float := func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
-	if cfg.RateScales, err = splitList("rate-scale", c.String("rate-scale"), float); err != nil {
-		return err
-	}
-	if cfg.LoadFactors, err = splitList("load-factor", c.String("load-factor"), float); err != nil {
-		return err
-	}
-	if cfg.GossipIntervals, err = splitList("gossip-interval", c.String("gossip-interval"), time.ParseDuration); err != nil {
-		return err
+	cfg := eval.DefaultConfig(c.String("traces"), c.Bool("full"))
+	if slices.ContainsFunc(gridFlags, c.IsSet) {
+		g, err := customGrid(c)
+		if err != nil {
+			return err
+		}
+		cfg.Grids = []eval.Grid{g}
 	}
 	cfg.Requests, cfg.KVBlocks, cfg.Seed = c.Int("requests"), c.Int("kv-blocks"), c.Uint64("seed")
 	if err := cfg.Validate(); err != nil {
@@ -99,13 +99,14 @@ func runEval(c *cli.Context) error {
 	}
 	start := time.Now()
 	if loadgen.IsTerminal(os.Stderr) {
+		var bar *progressbar.ProgressBar
 		cfg.Progress = func(done, total int) {
-			const width = 30
-			n := width * done / total
-			fmt.Fprintf(os.Stderr, "\r[%s%s] %d/%d runs, %.0f s ", strings.Repeat("#", n), strings.Repeat(".", width-n), done, total, time.Since(start).Seconds())
-			if done == total {
-				fmt.Fprintln(os.Stderr)
+			if bar == nil {
+				bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetDescription("runs"),
+					progressbar.OptionShowCount(), progressbar.OptionSetElapsedTime(true), progressbar.OptionSetPredictTime(true),
+					progressbar.OptionOnCompletion(func() { fmt.Fprintln(os.Stderr) }))
 			}
+			_ = bar.Set(done)
 		}
 	}
 	results, err := eval.Run(cfg)
@@ -119,4 +120,45 @@ func runEval(c *cli.Context) error {
 	abs, _ := filepath.Abs(out)
 	fmt.Fprintf(c.App.Writer, "%d runs in %.0f s; report: %s (results.json, report.md)\n", len(results), time.Since(start).Seconds(), filepath.Join(abs, "index.html"))
 	return nil
+}
+
+// customGrid is one grid from the axis flags.
+func customGrid(c *cli.Context) (eval.Grid, error) {
+	g := eval.CustomGrid()
+	var err error
+	id := func(s string) (string, error) { return s, nil }
+	float := func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
+	for _, step := range []func() error{
+		func() error { g.Workloads, err = splitList("workload", c.String("workload"), id); return err },
+		func() error { g.Policies, err = splitList("policies", c.String("policies"), id); return err },
+		func() error {
+			g.Endpoints, err = splitList("endpoints", c.String("endpoints"), strconv.Atoi)
+			return err
+		},
+		func() error { g.Routers, err = splitList("routers", c.String("routers"), strconv.Atoi); return err },
+		func() error { g.RateScales, err = splitList("rate-scale", c.String("rate-scale"), float); return err },
+		func() error {
+			g.LoadFactors, err = splitList("load-factor", c.String("load-factor"), float)
+			return err
+		},
+		func() error {
+			g.MinBounds, err = splitList("min-bound", c.String("min-bound"), func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) })
+			return err
+		},
+		func() error { g.Signals, err = splitList("signal", c.String("signal"), eval.ParseSignal); return err },
+		func() error {
+			g.Views, err = splitList("gossip-view", c.String("gossip-view"), gossip.ParseViewMode)
+			return err
+		},
+		func() error {
+			g.GossipIntervals, err = splitList("gossip-interval", c.String("gossip-interval"), time.ParseDuration)
+			return err
+		},
+		func() error { g.Keys, err = splitList("key", c.String("key"), id); return err },
+	} {
+		if err := step(); err != nil {
+			return g, err
+		}
+	}
+	return g, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prefixring/prefixring/gossip"
 	"github.com/prefixring/prefixring/policy"
+	"github.com/prefixring/prefixring/proxy"
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/upstream"
 )
@@ -26,7 +27,8 @@ func gossipFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "join", EnvVars: env("join"), Usage: "peers to join: host:port or host (gossip port assumed), IPs or DNS names such as a headless Service; re-resolved and retried every --gossip-rejoin-interval, so partitions heal"},
 		&cli.StringFlag{Name: "gossip-key", EnvVars: env("gossip-key"), Usage: "base64 of a 16-, 24- or 32-byte key encrypting gossip (as Consul and Serf take it); a replica without it can neither join nor inject state"},
 		&cli.DurationFlag{Name: "gossip-interval", Value: d.Interval, EnvVars: env("gossip-interval"), Usage: "how often this replica sends its in-flight counts when they changed"},
-		&cli.StringFlag{Name: "gossip-view", Value: string(d.View), EnvVars: env("gossip-view"), Usage: "what the bound reads as cluster-wide load: shared (every replica's last published counts, its own included: replicas agree on >= 99.7% of decisions, an endpoint may overshoot the bound by this replica's placements of one interval) exact (own live counts + the others' published counts: no own overshoot, 85-94% agreement at 100ms), or overlay (shared, with this replica's unpublished new placements laid over it: 88-89% agreement at 100ms, less overshoot at long intervals); see gossip/DESIGN.md"},
+		&cli.StringFlag{Name: "gossip-view", Value: string(d.View), EnvVars: env("gossip-view"), Usage: "what the bound reads as cluster-wide load: overlay (every replica's last published load, this replica's own with its unpublished new placements laid over it: it sees its own bursts at once), shared (every replica's last published load, its own included: the most agreement, blind to its own placements until it publishes) or exact (its own live load + the others' published); the study behind the default is in docs/study.md"},
+		&cli.DurationFlag{Name: "sketch-interval", Value: d.SketchInterval, EnvVars: env("sketch-interval"), Usage: "how often this replica publishes its shared-prefix sketch summary when it changed (with --sketch)"},
 		&cli.DurationFlag{Name: "gossip-push-pull", Value: d.PushPull, EnvVars: env("gossip-push-pull"), Usage: "full-state anti-entropy interval"},
 		&cli.DurationFlag{Name: "gossip-rejoin-interval", Value: d.RejoinInterval, EnvVars: env("gossip-rejoin-interval"), Usage: "how often --join is retried"},
 		&cli.DurationFlag{Name: "gossip-stale-after", Value: d.StaleAfter, EnvVars: env("gossip-stale-after"), Usage: "a replica silent this long no longer counts in the cluster-wide load"},
@@ -52,6 +54,7 @@ func gossipConfig(c *cli.Context) (cfg gossip.Config, ok bool, err error) {
 	cfg.NodeName, cfg.BindAddr, cfg.AdvertiseAddr = c.String("node-name"), c.String("gossip-bind"), c.String("gossip-advertise")
 	cfg.Join, cfg.Key = c.StringSlice("join"), key
 	cfg.Interval, cfg.PushPull = c.Duration("gossip-interval"), c.Duration("gossip-push-pull")
+	cfg.SketchInterval = c.Duration("sketch-interval")
 	if cfg.View, err = gossip.ParseViewMode(c.String("gossip-view")); err != nil {
 		return cfg, false, fmt.Errorf("--gossip-view: %w", err)
 	}
@@ -77,7 +80,7 @@ type clusterWiring struct {
 // endpoint set and the balancer: the set reports this replica's
 // observations to the node, and the node hands the cluster's verdict back
 // to the set.
-func newClusterWiring(c *cli.Context, bal *ring.Balancer, set *upstream.Set, reg prometheus.Registerer, log *slog.Logger) (*clusterWiring, error) {
+func newClusterWiring(c *cli.Context, bal *ring.Balancer, set *upstream.Set, keying *proxy.Keying, reg prometheus.Registerer, log *slog.Logger) (*clusterWiring, error) {
 	w := &clusterWiring{Picker: bal, Extra: map[string]http.Handler{}}
 	cfg, on, err := gossipConfig(c)
 	if err != nil || !on {
@@ -89,6 +92,10 @@ func newClusterWiring(c *cli.Context, bal *ring.Balancer, set *upstream.Set, reg
 		return nil, err
 	}
 	set.SetArbiter(n)
+	if keying.Sketching() {
+		// Every replica keys with the union of the published summaries.
+		n.ShareSketch(keying, keying.SetCommon)
+	}
 	w.node, w.Picker = n, n
 	w.Extra["GET /debug/cluster"] = n.DebugHandler()
 	return w, nil

@@ -41,10 +41,18 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "workers-api", Value: "admin", EnvVars: env("workers-api"), Usage: "where to serve the SGLang-gateway-compatible workers API (GET/POST/DELETE /workers, as dstack drives it): admin (the admin listener), public (the admin and the API listener: a dstack router replica group reaches the router only through its service port), or off; registered workers are routed with the other sources and gossiped to every replica"},
 		&cli.StringFlag{Name: "admin-token", EnvVars: env("admin-token"), Usage: "bearer token the workers API requires (Authorization: Bearer ...); without one (and without --admin-token-file) the workers API answers loopback clients only"},
 		&cli.StringFlag{Name: "admin-token-file", EnvVars: env("admin-token-file"), Usage: "read --admin-token from this file (a mounted Secret); surrounding whitespace is dropped"},
-		&cli.StringFlag{Name: "policy", Value: policy.Default, EnvVars: env("policy"), Usage: "routing policy: chwbl (prefix affinity with bounded loads, gossiped), or a load-only baseline to compare it with: " + strings.Join(policy.Names[1:], ", ")},
-		&cli.Float64Flag{Name: "load-factor", Value: rd.LoadFactor, EnvVars: env("load-factor"), Usage: "c in the bound: an endpoint takes a request while, with it, it holds at most ceil(c*(total+1)/n) in flight"},
-		&cli.Int64Flag{Name: "min-bound", Value: rd.MinBound, EnvVars: env("min-bound"), Usage: "every endpoint may hold this many requests whatever the bound says (keeps keys home at low load; 0: the textbook bound)"},
-		&cli.IntFlag{Name: "prefix-chars", Value: prefix.DefaultConfig().MaxChars, EnvVars: env("prefix-chars"), Usage: "how much prompt text (characters) the affinity key reads"},
+		&cli.StringFlag{Name: "policy", Value: policy.Default, EnvVars: env("policy"), Usage: "routing policy: chwbl (prefix affinity with bounded loads, gossiped), or one to compare it with: " + strings.Join(policy.Names[1:], ", ")},
+		&cli.StringFlag{Name: "load-signal", Value: string(rd.Signal), EnvVars: env("load-signal"), Usage: "unit of load the bound counts and gossip shares: tokens (a request weighs its prompt's estimated tokens, body bytes / 4, until the first byte of its answer: the prefill queued on an endpoint) or requests (every request weighs 1 until it ends); every replica must use the same"},
+		&cli.Float64Flag{Name: "load-factor", Value: rd.LoadFactor, EnvVars: env("load-factor"), Usage: "c in the bound: an endpoint takes a request while, with it, it holds at most ceil(c*(total+w)/n) load, w the request's weight"},
+		&cli.Int64Flag{Name: "min-bound", Value: rd.MinBound, EnvVars: env("min-bound"), Usage: "every endpoint may hold this much load whatever the bound says, in the load signal's unit (default: " + fmt.Sprint(rd.MinBound) + " tokens, or " + fmt.Sprint(ring.DefaultMinRequests) + " requests under --load-signal requests; 0: the textbook bound)"},
+		&cli.Int64Flag{Name: "decode-weight", Value: rd.DecodeWeight, EnvVars: env("decode-weight"), Usage: "under --load-signal tokens, what a request weighs after its first byte, until it ends"},
+		&cli.IntFlag{Name: "prefix-chars", Value: prefix.DefaultConfig().MaxChars, EnvVars: env("prefix-chars"), Usage: "how much of each part of a chat (tools, system messages, first user message) the affinity key reads, in characters"},
+		&cli.IntFlag{Name: "prompt-chars", Value: prefix.DefaultConfig().PromptChars, EnvVars: env("prompt-chars"), Usage: "how much of a completions prompt the affinity key reads after the shared prefix it skips, in characters"},
+		&cli.IntFlag{Name: "shared-chars", Value: prefix.DefaultConfig().SharedChars, EnvVars: env("shared-chars"), Usage: "the longest shared prefix (a system prompt, RAG preamble, few-shot block at the top of a prompt) the key skips, in characters"},
+		&cli.Float64Flag{Name: "group-spread", Value: rd.GroupSpread, EnvVars: env("group-spread"), Usage: "keep a shared prefix (system prompt, tools, shared preamble) on as few endpoints as hold its traffic to 1/this of each one's fair share (a group with share s of the requests goes to ceil(this*n*s) of n endpoints; needs --sketch); 0: off"},
+		&cli.BoolFlag{Name: "sketch", Value: true, EnvVars: env("sketch"), Usage: "learn shared prefixes from the traffic (a prefix continued in --sketch-fanout ways) and key past them; gossiped, so every replica keys alike"},
+		&cli.IntFlag{Name: "sketch-fanout", Value: 4, EnvVars: env("sketch-fanout"), Usage: "distinct continuations that make a prompt prefix shared"},
+		&cli.DurationFlag{Name: "sketch-epoch", Value: 10 * time.Minute, EnvVars: env("sketch-epoch"), Usage: "the sketch forgets a prefix not seen for two epochs"},
 		&cli.StringFlag{Name: "session-header", Value: pd.SessionHeader, EnvVars: env("session-header"), Usage: "request header whose value, when present, is the affinity key (empty: off)"},
 		&cli.BoolFlag{Name: "routing-headers", Value: pd.RoutingHeaders, EnvVars: env("routing-headers"), Usage: "add X-Prefixring-Endpoint (the endpoint's host:port, never its URL) and X-Prefixring-Decision to responses"},
 		&cli.Int64Flag{Name: "max-body-bytes", Value: pd.MaxBodyBytes, EnvVars: env("max-body-bytes"), Usage: "largest request body accepted; larger ones get 413"},
@@ -102,22 +110,51 @@ type replica struct {
 	admin     http.Handler
 	draining  atomic.Bool
 	cluster   *clusterWiring // gossip; passes the balancer through when off
+	keying    *proxy.Keying
+}
+
+// ringConfig reads the bound's flags.
+func ringConfig(c *cli.Context) (ring.Config, error) {
+	rc := ring.DefaultConfig()
+	var err error
+	if rc.Signal, err = ring.ParseSignal(c.String("load-signal")); err != nil {
+		return rc, fmt.Errorf("--load-signal: %w", err)
+	}
+	rc.LoadFactor, rc.DecodeWeight, rc.GroupSpread = c.Float64("load-factor"), c.Int64("decode-weight"), c.Float64("group-spread")
+	switch {
+	case c.IsSet("min-bound"):
+		rc.MinBound = c.Int64("min-bound")
+	case rc.Signal == ring.SignalRequests:
+		rc.MinBound = ring.DefaultMinRequests
+	}
+	return rc, rc.Validate()
+}
+
+// newKeying reads the key's flags.
+func newKeying(c *cli.Context) (*proxy.Keying, error) {
+	kc := prefix.DefaultConfig()
+	kc.MaxChars, kc.PromptChars, kc.SharedChars = c.Int("prefix-chars"), c.Int("prompt-chars"), c.Int("shared-chars")
+	var sk *prefix.Sketch
+	if c.Bool("sketch") {
+		sk = prefix.NewSketch(c.Int("sketch-fanout"), 0)
+	}
+	return proxy.NewKeying(kc, sk)
 }
 
 func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
-	rc := ring.DefaultConfig()
-	rc.LoadFactor, rc.MinBound = c.Float64("load-factor"), c.Int64("min-bound")
+	rc, err := ringConfig(c)
+	if err != nil {
+		return nil, err
+	}
 	bal, err := ring.NewBalancer(rc)
 	if err != nil {
 		return nil, err
 	}
-	kc := prefix.DefaultConfig()
-	kc.MaxChars = c.Int("prefix-chars")
-	keyer, err := prefix.New(kc)
+	keying, err := newKeying(c)
 	if err != nil {
 		return nil, err
 	}
-	r := &replica{log: log, reg: prometheus.NewRegistry(), balancer: bal}
+	r := &replica{log: log, reg: prometheus.NewRegistry(), balancer: bal, keying: keying}
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := proxy.NewMetrics(r.reg, bal.Status)
 
@@ -129,7 +166,7 @@ func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
 	if r.endpoints, err = upstream.NewSet(hc, upstream.Options{Metrics: um, Log: log}); err != nil {
 		return nil, err
 	}
-	if r.cluster, err = newClusterWiring(c, bal, r.endpoints, r.reg, log); err != nil {
+	if r.cluster, err = newClusterWiring(c, bal, r.endpoints, keying, r.reg, log); err != nil {
 		return nil, err
 	}
 	r.endpoints.Subscribe(func(old, cur *upstream.Snapshot) {
@@ -145,15 +182,20 @@ func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
 	pc.SessionHeader, pc.RoutingHeaders = c.String("session-header"), c.Bool("routing-headers")
 	pc.ClientBodyTimeout, pc.RetryTimeout = c.Duration("client-body-timeout"), c.Duration("retry-timeout")
 	pc.UpstreamTimeout = c.Duration("upstream-timeout")
+	pc.Blocks = policy.ReadsBlocks(c.String("policy"))
 	r.transport = proxy.NewTransport(pc)
 	picker, err := policy.New(c.String("policy"), r.cluster.Picker, bal, uint64(time.Now().UnixNano()))
 	if err != nil {
 		return nil, err
 	}
-	router, err := proxy.NewRouter(pc, proxy.Deps{
-		Picker: picker, Keyer: keyer, Targets: r.endpoints, Observer: r.endpoints, Metrics: metrics, Log: log,
+	deps := proxy.Deps{
+		Picker: picker, Keyer: keying, Targets: r.endpoints, Observer: r.endpoints, Metrics: metrics, Log: log,
 		Transport: r.transport,
-	})
+	}
+	if keying.Sketching() {
+		deps.Sketch = keying
+	}
+	router, err := proxy.NewRouter(pc, deps)
 	if err != nil {
 		return nil, err
 	}
@@ -218,6 +260,9 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	defer r.cluster.leave(log)
+	if r.keying.Sketching() {
+		go runSketch(bg, r.keying, c.Duration("sketch-epoch"), r.cluster.node == nil)
+	}
 
 	stopAdmin, err := serveAdmin(c.String("admin-listen"), r.admin, log)
 	if err != nil {
@@ -239,6 +284,34 @@ func serve(c *cli.Context) error {
 	}
 	r.drain(c.Duration("drain-delay"), c.Duration("drain-timeout"), done, log)
 	return nil
+}
+
+// sketchRefresh is how often a replica without gossip rebuilds its table of
+// shared prefixes from its own sketch (with gossip, each publication does).
+const sketchRefresh = time.Second
+
+// runSketch starts a new sketch epoch every epoch and, alone, rebuilds the
+// table of shared prefixes from the sketch every sketchRefresh, until ctx
+// ends.
+func runSketch(ctx context.Context, k *proxy.Keying, epoch time.Duration, alone bool) {
+	rotate := time.NewTicker(epoch)
+	defer rotate.Stop()
+	var refresh <-chan time.Time
+	if alone {
+		t := time.NewTicker(sketchRefresh)
+		defer t.Stop()
+		refresh = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-rotate.C:
+			k.Rotate()
+		case <-refresh:
+			k.SetCommon(k.Local())
+		}
+	}
 }
 
 // drain stops the replica gracefully: /readyz fails at once while new

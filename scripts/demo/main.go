@@ -92,13 +92,14 @@ func main() {
 	if *evalOut != "" {
 		// The same comparison in the fleet simulator, over every policy and
 		// more load and router replicas than real time allows: seconds.
-		cmd := exec.CommandContext(ctx, o.bin, "eval", "--out", *evalOut, "--routers", "1,3,8", "--rate-scale", "1,8", "--load-factor", "1.25")
+		cmd := exec.CommandContext(ctx, o.bin, "eval", "--out", *evalOut, "--workload", "multi-turn-completions,shared-prefix",
+			"--routers", "3", "--rate-scale", "1,2", "--requests", "4000")
 		cmd.Stderr = os.Stderr
 		out, err := cmd.Output()
 		if err != nil {
 			log.Fatalf("prefixring eval: %v", err)
 		}
-		fmt.Printf("\nThe same question in the fleet simulator, every policy at 1, 3 and 8 router replicas, normal and 8x load (prefixring eval, virtual time):\n  %s", out)
+		fmt.Printf("\nThe same question in the fleet simulator, every policy at 3 router replicas on two more workloads at two loads (prefixring eval, virtual time; the full study: bin/prefixring eval, docs/study.md):\n  %s", out)
 	}
 	fmt.Printf("\nDone in %.0f s. The same comparison against your own servers or routers:\n"+
 		"  bin/prefixring load --url http://ROUTER1,http://ROUTER2 --workload multi-turn --concurrency 48 --stream --json run.json\n"+

@@ -56,16 +56,15 @@ func IdealHitRate(reqs []workload.Request, blockSize int) float64 {
 }
 
 // measure computes a run's metrics from its records.
-func measure(res *fleet.Result, reqs []workload.Request, blockSize, endpoints int) Result {
+func measure(res *fleet.Result, reqs []workload.Request, blockSize, endpoints int, ideal func() float64) Result {
 	var r Result
 	var ttft, e2e []float64
 	var prompt, cached, out int
 	var first time.Duration = -1
-	type event struct {
-		at    time.Duration
-		delta int
-	}
-	queue := map[string][]event{}
+	// Queue depth: for each arrival at an engine, the other requests there
+	// still waiting for their first step.
+	type stay struct{ arrive, admit time.Duration }
+	queue := map[string][]stay{}
 	busy := map[string]time.Duration{}
 	spills, ok := 0, 0
 	for _, rec := range res.Records {
@@ -87,7 +86,7 @@ func measure(res *fleet.Result, reqs []workload.Request, blockSize, endpoints in
 		if rec.Decision == "spill" {
 			spills++
 		}
-		queue[rec.Endpoint] = append(queue[rec.Endpoint], event{rec.Arrival, 1}, event{rec.Arrival + rec.QueueDelay, -1})
+		queue[rec.Endpoint] = append(queue[rec.Endpoint], stay{rec.Arrival, rec.Arrival + rec.QueueDelay})
 		busy[rec.Endpoint] += rec.E2E
 	}
 	slices.Sort(ttft)
@@ -105,28 +104,30 @@ func measure(res *fleet.Result, reqs []workload.Request, blockSize, endpoints in
 	if prompt > 0 {
 		r.HitRate = float64(cached) / float64(prompt)
 	}
-	r.IdealHitRate = IdealHitRate(reqs, blockSize)
+	r.IdealHitRate = ideal()
 	if span := res.End - first; span > 0 {
 		r.OutputTokensPerS = float64(out) / span.Seconds()
 	}
 	if ok > 0 {
 		r.SpillRate = float64(spills) / float64(ok)
 	}
-	// Queue depth: requests waiting for their first step on an engine,
-	// sampled at every arrival there.
 	var samples, depthSum int
-	for _, evs := range queue {
-		slices.SortStableFunc(evs, func(a, b event) int {
-			return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.delta, b.delta)) // leave before arriving at a tie
-		})
-		d := 0
-		for _, e := range evs {
-			d += e.delta
-			if e.delta > 0 {
-				samples++
-				depthSum += d - 1
-				r.QueueDepthMax = max(r.QueueDepthMax, d-1)
+	for _, st := range queue {
+		slices.SortStableFunc(st, func(a, b stay) int { return cmp.Compare(a.arrive, b.arrive) })
+		var waiting []time.Duration
+		for _, x := range st {
+			k := 0
+			for _, a := range waiting {
+				if a > x.arrive {
+					waiting[k] = a
+					k++
+				}
 			}
+			waiting = waiting[:k]
+			samples++
+			depthSum += len(waiting)
+			r.QueueDepthMax = max(r.QueueDepthMax, len(waiting))
+			waiting = append(waiting, x.admit) // the admission times of earlier arrivals not yet admitted
 		}
 	}
 	if samples > 0 {

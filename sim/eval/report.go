@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"html"
 	"image/color"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -52,136 +51,152 @@ func WriteReport(dir string, results []Result, command string) error {
 // Chart is one titled SVG.
 type Chart struct{ Title, SVG string }
 
-// axisKey groups results that differ only in one axis and the policy.
-func otherAxes(r Result, except string) string {
-	parts := map[string]string{
-		"workload": r.Workload, "endpoints": fmt.Sprint(r.Endpoints), "routers": fmt.Sprint(r.Routers),
-		"rate": fmt.Sprint(r.RateScale), "c": fmt.Sprint(r.LoadFactor), "gossip": fmt.Sprint(r.GossipIntervalMS),
-	}
-	delete(parts, except)
-	keys := make([]string, 0, len(parts))
-	for k := range parts {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	var s []string
-	for _, k := range keys {
-		s = append(s, k+"="+parts[k])
-	}
-	return strings.Join(s, " ")
+// series is one line of a chart.
+type series struct {
+	name string
+	pts  plotter.XYs
 }
 
-func policies(results []Result) []string {
-	var ps []string
-	for _, r := range results {
-		if !slices.Contains(ps, r.Policy) {
-			ps = append(ps, r.Policy)
+// lineChart draws series on one plot; a line named prefixring's policy is
+// drawn bold red.
+func lineChart(title, xlabel, ylabel string, ss []series, logX, logY bool) (Chart, error) {
+	p := plot.New()
+	p.X.Label.Text, p.Y.Label.Text = xlabel, ylabel
+	if logX {
+		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{}
+	}
+	if logY {
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{}
+	}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.ThumbnailWidth = vg.Points(20)
+	for i, sr := range ss {
+		if len(sr.pts) == 0 {
+			continue
+		}
+		slices.SortFunc(sr.pts, func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
+		if err := addLine(p, sr.name, i, sr.pts); err != nil {
+			return Chart{}, err
 		}
 	}
-	return ps
+	svg, err := render(p)
+	return Chart{Title: title, SVG: svg}, err
 }
 
-// Charts draws the study's charts that the sweep has the axes for.
+// positive keeps a value drawable on a log axis.
+func positive(x float64) float64 { return max(x, 0.1) }
+
+// Charts draws the study's charts from the grids it finds.
 func Charts(results []Result) ([]Chart, error) {
+	all := set(results)
+	pol := all.grid(GridPolicies)
+	if len(pol) == 0 {
+		pol = all.grid(GridCustom)
+	}
 	var out []Chart
-	if len(results) == 0 {
-		return nil, nil
+	add := func(c Chart, err error) error {
+		if err == nil {
+			out = append(out, c)
+		}
+		return err
 	}
-	// TTFT CDF per policy, at the most router replicas and the highest load
-	// of the first workload.
-	maxR, maxS := 0, 0.0
-	for _, r := range results {
-		maxR, maxS = max(maxR, r.Routers), max(maxS, r.RateScale)
-	}
-	ref := results[0]
-	cdf := plot.New()
-	cdf.X.Label.Text, cdf.Y.Label.Text = "TTFT (ms, log)", "share of requests"
-	cdf.X.Scale, cdf.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{}
-	cdf.Legend.Top, cdf.Legend.Left = false, false // bottom right: the curves rise from the left
-	for i, p := range policies(results) {
-		for _, r := range results {
-			if r.Policy != p || r.Routers != maxR || r.RateScale != maxS || r.Workload != ref.Workload ||
-				r.LoadFactor != ref.LoadFactor || r.GossipIntervalMS != ref.GossipIntervalMS || len(r.TTFTsMS) == 0 {
+	r3 := pol.where(func(r Result) bool {
+		return r.Routers == slices.Max(values(pol, func(r Result) int { return r.Routers })) || r.Routers == 3
+	})
+	for _, w := range values(r3, func(r Result) string { return r.Workload }) {
+		ws := r3.where(func(r Result) bool { return r.Workload == w })
+		rates := values(ws, func(r Result) float64 { return r.RateScale })
+		rate := rates[0]
+		for _, x := range rates { // the highest load below overload
+			if x < overloadRate && x > rate {
+				rate = x
+			}
+		}
+		// TTFT CDF per policy.
+		var cdf []series
+		for _, r := range ws.where(func(r Result) bool { return r.RateScale == rate }) {
+			if len(r.TTFTsMS) == 0 {
 				continue
 			}
 			pts := make(plotter.XYs, 0, 200)
-			for k := 0; k < 200; k++ {
+			for k := range 200 {
 				q := float64(k+1) / 200
-				pts = append(pts, plotter.XY{X: max(quantile(r.TTFTsMS, q), 0.1), Y: q})
+				pts = append(pts, plotter.XY{X: positive(quantile(r.TTFTsMS, q)), Y: q})
 			}
-			if err := addLine(cdf, p, i, pts); err != nil {
-				return nil, err
-			}
-			break
+			cdf = append(cdf, series{r.Policy, pts})
 		}
-	}
-	svg, err := render(cdf)
-	if err != nil {
-		return nil, err
-	}
-	out = append(out, Chart{fmt.Sprintf("TTFT CDF per policy (%s, %d routers, rate ×%g)", ref.Workload, maxR, maxS), svg})
-
-	for _, ax := range []struct {
-		name, title, ylabel string
-		x                   func(Result) float64
-		y                   func(Result) float64
-	}{
-		{"c", "hit rate against load factor c", "hit rate", func(r Result) float64 { return r.LoadFactor }, func(r Result) float64 { return r.HitRate }},
-		{"routers", "hit rate against router replicas", "hit rate", func(r Result) float64 { return float64(r.Routers) }, func(r Result) float64 { return r.HitRate }},
-		{"rate", "mean TTFT against load (rate scale)", "mean TTFT (ms)", func(r Result) float64 { return r.RateScale }, func(r Result) float64 { return r.TTFTMeanMS }},
-		{"gossip", "TTFT p99 against gossip interval", "TTFT p99 (ms)", func(r Result) float64 { return r.GossipIntervalMS }, func(r Result) float64 { return r.TTFTP99MS }},
-	} {
-		c, ok, err := sweepChart(results, ax.name, ax.ylabel, ax.x, ax.y)
-		if err != nil {
+		if err := add(lineChart(fmt.Sprintf("TTFT CDF per policy: %s, ×%g, %d routers", short(w), rate, ws[0].Routers), "TTFT (ms, log)", "share of requests", cdf, true, false)); err != nil {
 			return nil, err
 		}
-		if ok {
-			out = append(out, Chart{ax.title + c.Title, c.SVG})
+		// Mean TTFT against load.
+		var load []series
+		for _, p := range values(ws, func(r Result) string { return r.Policy }) {
+			var pts plotter.XYs
+			for _, r := range ws.where(func(r Result) bool { return r.Policy == p }) {
+				pts = append(pts, plotter.XY{X: r.RateScale, Y: positive(r.TTFTMeanMS)})
+			}
+			load = append(load, series{p, pts})
+		}
+		if len(rates) > 1 {
+			if err := add(lineChart("Mean TTFT against load: "+short(w), "rate scale", "mean TTFT (ms, log)", load, false, true)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// Hit rate against router replicas, at the lowest load of the replicas grid.
+	rep := append(append(set{}, all.grid(GridReplicas)...), pol...)
+	for _, w := range values(all.grid(GridReplicas), func(r Result) string { return r.Workload }) {
+		rate := all.grid(GridReplicas)[0].RateScale
+		ws := rep.where(func(r Result) bool { return r.Workload == w && r.RateScale == rate })
+		var ss []series
+		for _, p := range values(all.grid(GridReplicas), func(r Result) string { return r.Policy }) {
+			var pts plotter.XYs
+			seen := map[int]bool{}
+			for _, r := range ws.where(func(r Result) bool { return r.Policy == p }) {
+				if !seen[r.Routers] && r.Key == DefaultKey && r.View == string(defaults().Views[0]) {
+					seen[r.Routers] = true
+					pts = append(pts, plotter.XY{X: float64(r.Routers), Y: r.HitRate})
+				}
+			}
+			ss = append(ss, series{p, pts})
+		}
+		if err := add(lineChart(fmt.Sprintf("Hit rate against router replicas: %s, ×%g", short(w), rate), "router replicas", "hit rate", ss, false, false)); err != nil {
+			return nil, err
+		}
+	}
+	// Hit rate against c.
+	if bound := all.grid(GridBound).where(func(r Result) bool { return r.MinBound == defaults().MinBounds[0] }); len(values(bound, func(r Result) float64 { return r.LoadFactor })) > 1 {
+		var ss []series
+		for _, w := range values(bound, func(r Result) string { return r.Workload }) {
+			for _, rate := range values(bound, func(r Result) float64 { return r.RateScale }) {
+				var pts plotter.XYs
+				for _, r := range bound.where(func(r Result) bool { return r.Workload == w && r.RateScale == rate }) {
+					pts = append(pts, plotter.XY{X: r.LoadFactor, Y: r.HitRate})
+				}
+				ss = append(ss, series{fmt.Sprintf("%s ×%g", short(w), rate), pts})
+			}
+		}
+		if err := add(lineChart("prefixring's hit rate against the load factor c", "c", "hit rate", ss, false, false)); err != nil {
+			return nil, err
+		}
+	}
+	// TTFT p99 against the gossip interval.
+	if st := all.grid(GridStaleness); len(st) > 0 {
+		var ss []series
+		for _, w := range values(st, func(r Result) string { return r.Workload }) {
+			for _, v := range values(st, func(r Result) string { return r.View }) {
+				var pts plotter.XYs
+				for _, r := range st.where(func(r Result) bool { return r.Workload == w && r.View == v }) {
+					pts = append(pts, plotter.XY{X: r.GossipIntervalMS, Y: positive(r.TTFTP99MS)})
+				}
+				ss = append(ss, series{fmt.Sprintf("%s, %s", short(w), v), pts})
+			}
+		}
+		if err := add(lineChart("prefixring's TTFT p99 against the gossip interval", "gossip interval (ms, log)", "TTFT p99 (ms, log)", ss, true, true)); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
-}
-
-// sweepChart draws y against one axis, a line per policy, for the first
-// group of results that varies that axis.
-func sweepChart(results []Result, axis, ylabel string, x, y func(Result) float64) (Chart, bool, error) {
-	groups := map[string][]Result{}
-	var order []string
-	for _, r := range results {
-		k := otherAxes(r, axis)
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], r)
-	}
-	for _, k := range order {
-		g := groups[k]
-		xs := map[float64]bool{}
-		for _, r := range g {
-			xs[x(r)] = true
-		}
-		if len(xs) < 2 {
-			continue
-		}
-		p := plot.New()
-		p.X.Label.Text, p.Y.Label.Text = axis, ylabel
-		p.Legend.Left, p.Legend.YOffs = true, vg.Points(60) // left, between the lines
-		for i, pol := range policies(g) {
-			var pts plotter.XYs
-			for _, r := range g {
-				if r.Policy == pol && !math.IsNaN(y(r)) {
-					pts = append(pts, plotter.XY{X: x(r), Y: y(r)})
-				}
-			}
-			slices.SortFunc(pts, func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
-			if err := addLine(p, pol, i, pts); err != nil {
-				return Chart{}, false, err
-			}
-		}
-		svg, err := render(p)
-		return Chart{" (" + k + ")", svg}, true, err
-	}
-	return Chart{}, false, nil
 }
 
 func addLine(p *plot.Plot, name string, i int, pts plotter.XYs) error {
@@ -190,7 +205,7 @@ func addLine(p *plot.Plot, name string, i int, pts plotter.XYs) error {
 		return err
 	}
 	c := plotutil.Color(i)
-	if name == "chwbl" {
+	if name == prefixring {
 		c = color.RGBA{R: 200, A: 255}
 		l.Width = vg.Points(2.5)
 	}
@@ -217,21 +232,16 @@ func render(p *plot.Plot) (string, error) {
 	return s, nil
 }
 
-var tableCols = []string{"policy", "workload", "endpoints", "routers", "rate_scale", "load_factor", "gossip_interval_ms",
-	"hit_rate", "ideal_hit_rate", "ttft_mean_ms", "ttft_p50_ms", "ttft_p99_ms", "e2e_p99_ms", "output_tokens_per_s",
-	"queue_depth_mean", "imbalance", "spill_rate", "agreement"}
+var tableCols = []string{"grid", "policy", "workload", "routers", "rate_scale", "load_factor", "min_bound", "signal", "gossip_view",
+	"gossip_interval_ms", "key", "hit_rate", "ideal_hit_rate", "ttft_mean_ms", "ttft_p50_ms", "ttft_p99_ms", "e2e_p99_ms",
+	"output_tokens_per_s", "queue_depth_mean", "imbalance", "spill_rate", "false_spill_rate", "agreement", "same_engine_turns"}
 
 func row(r Result) []string {
 	f := func(x float64) string { return fmt.Sprintf("%.3g", x) }
-	agree := "—"
-	if r.Agreement != nil {
-		agree = fmt.Sprintf("%.3f", *r.Agreement)
-	}
-	return []string{r.Policy, r.Workload, fmt.Sprint(r.Endpoints), fmt.Sprint(r.Routers), f(r.RateScale), f(r.LoadFactor),
-		f(r.GossipIntervalMS), fmt.Sprintf("%.3f", r.HitRate), fmt.Sprintf("%.3f", r.IdealHitRate), fmt.Sprintf("%.0f", r.TTFTMeanMS),
-		fmt.Sprintf("%.0f", r.TTFTP50MS), fmt.Sprintf("%.0f", r.TTFTP99MS), fmt.Sprintf("%.0f", r.E2EP99MS),
-		fmt.Sprintf("%.0f", r.OutputTokensPerS), fmt.Sprintf("%.2f", r.QueueDepthMean), fmt.Sprintf("%.2f", r.Imbalance),
-		fmt.Sprintf("%.3f", r.SpillRate), agree}
+	return []string{r.Grid, r.Policy, short(r.Workload), fmt.Sprint(r.Routers), f(r.RateScale), f(r.LoadFactor), fmt.Sprint(r.MinBound),
+		r.Signal, r.View, f(r.GossipIntervalMS), r.Key, fmt.Sprintf("%.3f", r.HitRate), fmt.Sprintf("%.3f", r.IdealHitRate), ms0(r.TTFTMeanMS),
+		ms0(r.TTFTP50MS), ms0(r.TTFTP99MS), ms0(r.E2EP99MS), fmt.Sprintf("%.0f", r.OutputTokensPerS), fmt.Sprintf("%.2f", r.QueueDepthMean),
+		fmt.Sprintf("%.2f", r.Imbalance), fmt.Sprintf("%.3f", r.SpillRate), fptr(r.FalseSpillRate, 3), fptr(r.Agreement, 3), fptr(r.SameEngineTurns, 2)}
 }
 
 func htmlTable(results []Result) string {

@@ -27,6 +27,7 @@ type fleet struct {
 	// finished collects the requests that finished, for a driver that
 	// reacts to completions (RunSessions); nil-safe to ignore.
 	finished []int
+	gauges   []Gauges
 }
 
 func newFleet(cfg Config, n int) (*fleet, error) {
@@ -62,7 +63,7 @@ func (f *fleet) nextStepEnd() (int, time.Duration) {
 
 // arrive routes request i and queues it on its engine.
 func (f *fleet) arrive(i int, r *workload.Request) {
-	var rr ring.Request
+	rr := ring.Request{Tokens: int64(r.InputLen)}
 	if f.cfg.Key != nil {
 		rr.Key, rr.Keyed = f.cfg.Key(r)
 	}
@@ -72,6 +73,14 @@ func (f *fleet) arrive(i int, r *workload.Request) {
 // arriveAs routes request i as rr says and queues it on its engine.
 func (f *fleet) arriveAs(i int, r *workload.Request, rr ring.Request) {
 	f.now = r.Arrival
+	if f.cfg.Observe != nil {
+		f.gauges = f.gauges[:0]
+		for id, ei := range f.index {
+			e := f.engines[ei].e
+			f.gauges = append(f.gauges, Gauges{ID: id, Waiting: e.Waiting(), Running: e.Running(), KVUsage: e.KVUsage()})
+		}
+		f.cfg.Observe(f.now, f.gauges)
+	}
 	rec := &f.records[i]
 	*rec = Record{Index: i, Arrival: r.Arrival, PromptTokens: r.InputLen, Session: -1}
 	lease, err := f.cfg.Picker.Acquire(rr)
@@ -112,6 +121,11 @@ func (f *fleet) endStep(ei int, end time.Duration) {
 	fe := &f.engines[ei]
 	res := fe.e.End(end)
 	fe.inStep = false
+	for _, er := range res.Tokens {
+		if er.Output == 1 { // its prefill is over: the router sees the first byte
+			f.leases[er.ID].Settle()
+		}
+	}
 	for _, er := range res.Finished {
 		i := int(er.ID)
 		f.finished = append(f.finished, i)

@@ -9,9 +9,9 @@ import (
 	"github.com/prefixring/prefixring/sim/workload"
 )
 
-// CallKey keys a rendered request, arriving at at, as the router would:
-// the production keyer on its JSON body.
-type CallKey func(c *workload.Call, at time.Duration) (key uint64, keyed bool)
+// CallKey turns a rendered request, arriving at at, into what the picker
+// sees, as the router would: the production keyer on its JSON body.
+type CallKey func(c *workload.Call, at time.Duration) ring.Request
 
 // pendingTurn is a session's next request, due at at.
 type pendingTurn struct {
@@ -71,11 +71,17 @@ func RunSessions(cfg Config, sessions []workload.Session, key CallKey) (*Result,
 			p := heap.Pop(h).(pendingTurn)
 			s := &sessions[p.session]
 			c := s.Call(p.k, answers[p.session])
-			toks := engine.Tokenize(c.EngineText())
-			reqs[next] = workload.Request{Arrival: p.at, InputLen: len(toks), OutputLen: c.MaxTokens, Tokens: toks}
-			var rr ring.Request
+			if t := &s.Turns[p.k]; s.Trace {
+				// A trace's prompt is its blocks: equal ids, equal tokens
+				// (the text the keyer reads renders the same ids).
+				reqs[next] = workload.Request{Arrival: p.at, InputLen: t.InputLen, OutputLen: c.MaxTokens, HashIDs: t.Blocks}
+			} else {
+				toks := engine.Tokenize(c.EngineText())
+				reqs[next] = workload.Request{Arrival: p.at, InputLen: len(toks), OutputLen: c.MaxTokens, Tokens: toks}
+			}
+			rr := ring.Request{Tokens: int64(reqs[next].InputLen)}
 			if key != nil {
-				rr.Key, rr.Keyed = key(&c, p.at)
+				rr = key(&c, p.at)
 			}
 			f.arriveAs(next, &reqs[next], rr)
 			f.records[next].Session, f.records[next].Turn = p.session, p.k

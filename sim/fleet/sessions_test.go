@@ -27,7 +27,9 @@ func TestRunSessionsIsClosedLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Key each session on its id: a conversation stays on one engine.
-	key := func(c *workload.Call, _ time.Duration) (uint64, bool) { return uint64(c.Session) + 1, true }
+	key := func(c *workload.Call, _ time.Duration) ring.Request {
+		return ring.Request{Key: uint64(c.Session) + 1, Keyed: true}
+	}
 	res, reqs, err := RunSessions(Config{Engines: 3, Engine: engine.DefaultConfig(), Picker: b}, sessions, key)
 	if err != nil {
 		t.Fatal(err)

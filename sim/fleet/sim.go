@@ -22,6 +22,18 @@ type Config struct {
 	Picker policy.Picker
 	// Key gives a request's affinity key; nil leaves every request unkeyed.
 	Key workload.KeyFunc
+	// Observe, when set, is called before each request is routed with the
+	// engines' scheduler gauges, as a scraper of vLLM's /metrics would
+	// read them (vllm:num_requests_waiting, vllm:num_requests_running,
+	// vllm:kv_cache_usage_perc).
+	Observe func(now time.Duration, engines []Gauges)
+}
+
+// Gauges are one engine's scheduler gauges.
+type Gauges struct {
+	ID               string
+	Waiting, Running int
+	KVUsage          float64
 }
 
 // Validate reports a fleet that cannot run.

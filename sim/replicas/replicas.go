@@ -91,6 +91,10 @@ type Measures struct {
 	// there. MaxExcess is the largest such excess.
 	Over      int
 	MaxExcess int64
+	// FalseSpills counts keyed requests that left their home, though the
+	// home was within its bound by the true cluster-wide loads: spills a
+	// replica with a perfect, instant view would not have made.
+	FalseSpills int
 }
 
 // New builds the replicas over cfg.Endpoints.
@@ -165,6 +169,11 @@ func (p *Picker) Acquire(req ring.Request) (ring.Lease, error) {
 		return lease, err
 	}
 	p.Keyed++
+	if lease.Decision != ring.DecisionHome {
+		if _, d, err := p.reps[i].bal.Decide(req, p.trueLoads(lease)); err == nil && d == ring.DecisionHome {
+			p.FalseSpills++
+		}
+	}
 	if e := p.excess(lease.Endpoint); e > 0 {
 		p.Over++
 		p.MaxExcess = max(p.MaxExcess, e)
@@ -202,6 +211,33 @@ func (p *Picker) excess(id string) int64 {
 	b := ring.Bound{LoadFactor: p.cfg.Ring.LoadFactor, Min: p.cfg.Ring.MinBound}
 	return load - b.Slots(total-1, len(p.cfg.Endpoints))
 }
+
+// trueLoads sums every replica's own loads, but for lease, just taken.
+func (p *Picker) trueLoads(lease ring.Lease) ring.Loads {
+	t := sumLoads{byID: map[string]int64{}}
+	for _, r := range p.reps {
+		for id, n := range r.bal.Inflight().Counts() {
+			t.byID[id] += n
+			t.total += n
+		}
+	}
+	w := lease.Weight()
+	t.byID[lease.Endpoint] -= w
+	t.total -= w
+	return t
+}
+
+type sumLoads struct {
+	byID  map[string]int64
+	total int64
+}
+
+func (s sumLoads) Load(id string) int64 { return s.byID[id] }
+func (s sumLoads) Total() int64         { return s.total }
+
+// FalseSpillRate is the fraction of keyed requests spilled off a home that
+// was within its bound by the true loads.
+func (p *Picker) FalseSpillRate() float64 { return ratio(p.FalseSpills, p.Keyed, 0) }
 
 // Agreement is the fraction of keyed requests on which every replica would
 // have picked the same endpoint.

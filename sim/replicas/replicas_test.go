@@ -14,7 +14,7 @@ import (
 // replica 0's leases; without gossip it never does.
 func TestPublishedCountsReachOthers(t *testing.T) {
 	for _, gossip := range []bool{true, false} {
-		p, err := New(Config{Replicas: 2, Endpoints: fleet.EndpointIDs(4), Ring: ring.DefaultConfig(), Gossip: gossip, Interval: 100 * time.Millisecond})
+		p, err := New(Config{Replicas: 2, Endpoints: fleet.EndpointIDs(4), Ring: requests(), Gossip: gossip, Interval: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +46,7 @@ func TestPublishedCountsReachOthers(t *testing.T) {
 func TestSharedViewDelivery(t *testing.T) {
 	const lat = time.Millisecond
 	for _, mode := range []gossip.ViewMode{gossip.ViewShared, gossip.ViewExact} {
-		p, err := New(Config{Replicas: 2, Endpoints: fleet.EndpointIDs(4), Ring: ring.DefaultConfig(), Gossip: true,
+		p, err := New(Config{Replicas: 2, Endpoints: fleet.EndpointIDs(4), Ring: requests(), Gossip: true,
 			Interval: 100 * time.Millisecond, Latency: lat, View: mode})
 		if err != nil {
 			t.Fatal(err)
@@ -74,7 +74,7 @@ func TestSharedViewDelivery(t *testing.T) {
 // TestSharedViewAgreesWithoutLatency: with instant delivery every replica
 // reads the same numbers in ViewShared, so all decisions agree.
 func TestSharedViewAgreesWithoutLatency(t *testing.T) {
-	p, err := New(Config{Replicas: 3, Endpoints: fleet.EndpointIDs(4), Ring: ring.DefaultConfig(), Gossip: true,
+	p, err := New(Config{Replicas: 3, Endpoints: fleet.EndpointIDs(4), Ring: requests(), Gossip: true,
 		Interval: 100 * time.Millisecond, View: gossip.ViewShared})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestSharedViewAgreesWithoutLatency(t *testing.T) {
 // TestDefaultViewIsProductionDefault: a Config that names no view models
 // what `prefixring serve` runs, the production default.
 func TestDefaultViewIsProductionDefault(t *testing.T) {
-	p, err := New(Config{Replicas: 3, Endpoints: fleet.EndpointIDs(4), Ring: ring.DefaultConfig(), Gossip: true,
+	p, err := New(Config{Replicas: 3, Endpoints: fleet.EndpointIDs(4), Ring: requests(), Gossip: true,
 		Interval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +118,7 @@ func TestDefaultViewIsProductionDefault(t *testing.T) {
 // does (nobody to agree with): its lease is visible to it before it
 // publishes.
 func TestNoPeerYetReadsLiveCounts(t *testing.T) {
-	p, err := New(Config{Replicas: 2, Endpoints: fleet.EndpointIDs(4), Ring: ring.DefaultConfig(), Gossip: true,
+	p, err := New(Config{Replicas: 2, Endpoints: fleet.EndpointIDs(4), Ring: requests(), Gossip: true,
 		Interval: 100 * time.Millisecond, Latency: time.Millisecond, View: gossip.ViewShared})
 	if err != nil {
 		t.Fatal(err)
@@ -131,4 +131,12 @@ func TestNoPeerYetReadsLiveCounts(t *testing.T) {
 	if got := p.Loads(0).Load(l.Endpoint); got != 1 {
 		t.Fatalf("replica 0 reads %d on %s before any peer counts, want its live 1", got, l.Endpoint)
 	}
+}
+
+// requests is the ring counting requests: these tests follow CHWBL's
+// own unit through the view.
+func requests() ring.Config {
+	c := ring.DefaultConfig()
+	c.Signal, c.MinBound = ring.SignalRequests, ring.DefaultMinRequests
+	return c
 }

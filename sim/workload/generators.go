@@ -43,17 +43,36 @@ func (w SharedPrefix) Validate() error {
 	return nil
 }
 
-// Sessions returns one single-turn session per request, in arrival order.
+// Sessions returns one single-turn session per request, in arrival order:
+// Groups × PromptsPerGroup of them.
 func (w SharedPrefix) Sessions() ([]Session, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
+	return w.stream(w.Groups * w.PromptsPerGroup), nil
+}
+
+// Stream returns n single-turn sessions in arrival order: with Skew 0, n
+// requests spread over the groups as evenly as n allows (in random order);
+// with Skew > 0, each request's group drawn by Zipf. PromptsPerGroup is not
+// read.
+func (w SharedPrefix) Stream(n int) ([]Session, error) {
+	w.PromptsPerGroup = max(w.PromptsPerGroup, 1)
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
+	if n < 0 {
+		return nil, errors.New("workload: negative request count")
+	}
+	return w.stream(n), nil
+}
+
+func (w SharedPrefix) stream(n int) []Session {
 	r := rand.New(rand.NewPCG(w.Seed, 0x5ba7ed))
-	n := w.Groups * w.PromptsPerGroup
 	groups := make([]int, n)
 	if w.Skew == 0 {
 		for i := range groups {
-			groups[i] = i / w.PromptsPerGroup
+			groups[i] = i * w.Groups / max(n, 1)
 		}
 		r.Shuffle(n, func(i, j int) { groups[i], groups[j] = groups[j], groups[i] })
 	} else {
@@ -69,7 +88,7 @@ func (w SharedPrefix) Sessions() ([]Session, error) {
 			System: Words(w.Seed, uint64(g), w.SystemTokens),
 			Turns:  []Turn{{User: Words(w.Seed^0xa5, uint64(i), w.QuestionTokens), MaxTokens: w.OutputTokens}}}
 	}
-	return out, nil
+	return out
 }
 
 // MultiTurn is conversations: each starts with one of SystemPrompts shared

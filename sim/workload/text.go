@@ -17,15 +17,23 @@ const letters = "abcdefghijklmnopqrstuvwxyz"
 // streams give unrelated text.
 func Words(seed, stream uint64, n int) string {
 	r := rand.New(rand.NewPCG(seed, stream))
-	var b strings.Builder
-	b.Grow(n * engine.CharsPerToken)
+	b := make([]byte, 0, n*engine.CharsPerToken)
+	var x uint64 // random digits in base 26, left in this word of randomness
+	left := 0
 	for range n {
-		b.WriteByte(' ')
+		b = append(b, ' ')
 		for range engine.CharsPerToken - 1 {
-			b.WriteByte(letters[r.IntN(len(letters))])
+			if left == 0 {
+				// The 12 low base-26 digits of a uniform 64-bit draw are
+				// uniform to within 26^12/2^64 < 1%.
+				x, left = r.Uint64(), 12
+			}
+			b = append(b, letters[x%26])
+			x /= 26
+			left--
 		}
 	}
-	return b.String()
+	return string(b)
 }
 
 // BlockText renders a trace prompt: each hash id stands for

@@ -155,7 +155,11 @@ func TestGossipMultiProcess(t *testing.T) {
 	// spill: a ghost load of up to one interval, from each of the three
 	// replicas when their publications run late on a busy machine (a floor
 	// of 2 flaked here that way).
-	common := []string{"--endpoints", strings.Join(up.urls, ","), "--gossip-key", key, "--gossip-interval", "50ms", "--min-bound", "4"}
+	// In request units and the shared view: this test is about the
+	// replicas' agreement on CHWBL's own decisions, which the shared view
+	// makes exact (TestDefaultsMultiProcess covers the defaults).
+	common := []string{"--endpoints", strings.Join(up.urls, ","), "--gossip-key", key, "--gossip-interval", "50ms", "--min-bound", "4",
+		"--load-signal", "requests", "--gossip-view", "shared"}
 	r0 := startServe(t, "r0", append(common, "--gossip-bind", "127.0.0.1:0")...)
 	seed := r0.selfAddr(t)
 	reps := []*proc{r0}

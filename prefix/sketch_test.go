@@ -1,0 +1,74 @@
+package prefix
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// A prefix is shared once it is continued in fanout ways, however few
+// requests that takes; a prefix continued one way is never shared, however
+// many requests send it.
+func TestSketchCountsContinuationsNotRequests(t *testing.T) {
+	s := NewSketch(4, 0)
+	for range 1000 { // one busy conversation: every turn extends the last
+		s.Observe([]uint64{1, 2, 3})
+	}
+	for i := range uint64(3) {
+		s.Observe([]uint64{10, 100 + i})
+	}
+	if c := MergeSummaries(4, s.Summary(64)); c.Len() != 0 {
+		t.Fatalf("shared %v, want none", c.Hashes())
+	}
+	s.Observe([]uint64{10, 103})
+	if c := MergeSummaries(4, s.Summary(64)); !slices.Equal(c.Hashes(), []uint64{10}) {
+		t.Fatalf("shared %v, want [10]", c.Hashes())
+	}
+}
+
+// Replicas that each saw two continuations of a prefix find it shared
+// together; the union does not depend on the order of the summaries.
+func TestMergeSummariesUnitesReplicas(t *testing.T) {
+	a, b := NewSketch(4, 0), NewSketch(4, 0)
+	a.Observe([]uint64{7, 1})
+	a.Observe([]uint64{7, 2})
+	b.Observe([]uint64{7, 3})
+	b.Observe([]uint64{7, 4})
+	if MergeSummaries(4, a.Summary(8)).Len() != 0 || MergeSummaries(4, b.Summary(8)).Len() != 0 {
+		t.Fatal("one replica alone should not find 7 shared")
+	}
+	ab := MergeSummaries(4, a.Summary(8), b.Summary(8)).Hashes()
+	ba := MergeSummaries(4, b.Summary(8), a.Summary(8), a.Summary(8)).Hashes()
+	if !slices.Equal(ab, []uint64{7}) || !slices.Equal(ab, ba) {
+		t.Fatalf("merged %v and %v, want [7] both", ab, ba)
+	}
+}
+
+// Rotate forgets after two epochs; the sketch stays near its size bound
+// and keeps the most requested prefixes.
+func TestSketchForgetsAndStaysBounded(t *testing.T) {
+	s := NewSketch(2, 100)
+	s.Observe([]uint64{5, 6})
+	s.Observe([]uint64{5, 7})
+	s.Rotate()
+	if MergeSummaries(2, s.Summary(8)).Len() != 1 {
+		t.Fatal("forgot after one epoch")
+	}
+	s.Rotate()
+	if MergeSummaries(2, s.Summary(8)).Len() != 0 {
+		t.Fatal("remembered after two epochs")
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 50 {
+		s.Observe([]uint64{42, rng.Uint64()}) // a hot, shared prefix
+	}
+	for range 5000 {
+		s.Observe([]uint64{rng.Uint64(), rng.Uint64()})
+	}
+	if s.Len() > 2*100+1 {
+		t.Fatalf("sketch holds %d prefixes, bound about 200", s.Len())
+	}
+	if !slices.Contains(MergeSummaries(2, s.Summary(8)).Hashes(), 42) {
+		t.Fatal("the hot prefix was pruned")
+	}
+}

@@ -1,0 +1,93 @@
+package ring
+
+import (
+	"fmt"
+	"math"
+)
+
+// Signal is the unit of load: what one in-flight request adds to its
+// endpoint's load, which the bound reads and gossip shares.
+type Signal string
+
+const (
+	// SignalRequests: every request weighs 1 from the pick until it ends
+	// (CHWBL's and HAProxy's unit).
+	SignalRequests Signal = "requests"
+	// SignalTokens: a request weighs its estimated prompt tokens
+	// ([Request.Tokens]) until its prefill is over, which the router sees
+	// as the first byte of the answer ([Lease.Settle]), and
+	// [Config.DecodeWeight] after that, until it ends. The load then
+	// approximates the prefill work queued on an endpoint, which is what a
+	// new request waits behind for its first token: a batching engine
+	// decodes hundreds of requests at once, but prefills one budget of
+	// tokens per step.
+	SignalTokens Signal = "tokens"
+)
+
+// Signals lists the load signals, the default first.
+var Signals = []Signal{SignalTokens, SignalRequests}
+
+// ParseSignal checks s; the empty string is the default.
+func ParseSignal(s string) (Signal, error) {
+	switch v := Signal(s); v {
+	case "":
+		return Signals[0], nil
+	case SignalRequests, SignalTokens:
+		return v, nil
+	}
+	return "", fmt.Errorf("ring: load signal %q is not one of %q", s, Signals)
+}
+
+// weights returns what req weighs while its prefill runs and after it.
+func (c Config) weights(req Request) (prefill, settled int64) {
+	if c.Signal != SignalTokens {
+		return 1, 1
+	}
+	return max(req.Tokens, 1), c.DecodeWeight
+}
+
+// homeWeights sets what req weighs at its key's home under
+// [SignalTokens]: its new tokens (the home holds the rest from the
+// conversation's earlier turns, and the shared part of a group that
+// recurs), and a slack of the tokens it would recompute anywhere else:
+// leaving home costs that much prefill, so the home may run that much
+// above the bound before a spill pays.
+func (c Config) homeWeights(req *Request) {
+	if c.Signal != SignalTokens {
+		return
+	}
+	n := req.NewTokens
+	if n <= 0 {
+		n = req.Tokens
+	}
+	if req.GroupShare > 0 && req.SharedTokens > 0 {
+		// A group that recurs is cached at its home: its shared part is
+		// not new there.
+		n = min(n, req.Tokens-req.SharedTokens)
+	}
+	if n <= 0 || n >= req.Tokens {
+		return
+	}
+	req.HomeWeight = n
+	req.HomeSlack = req.Tokens - n
+}
+
+// bound is the bound a pick applies.
+func (c Config) bound() Bound {
+	b := Bound{LoadFactor: c.LoadFactor, Min: c.MinBound}
+	if c.Signal == SignalTokens {
+		b.Own = 1
+	}
+	return b
+}
+
+// spread sets req.Spread from its group's share: see Config.GroupSpread.
+// The request's own Spread, when set, is kept.
+func (c Config) spread(req *Request, n int) {
+	if req.Spread > 0 || c.GroupSpread <= 0 || req.Group == 0 || !(req.GroupShare > 0) || n <= 1 {
+		return
+	}
+	if m := int(math.Ceil(c.GroupSpread * float64(n) * req.GroupShare)); m < n {
+		req.Spread = max(m, 1)
+	}
+}

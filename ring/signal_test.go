@@ -1,0 +1,263 @@
+package ring
+
+import (
+	"testing"
+)
+
+func tokensBalancer(t *testing.T, cfg Config, ids ...string) *Balancer {
+	t.Helper()
+	b, err := NewBalancer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetEndpoints(ids); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Under the tokens signal a request weighs its prompt's tokens until its
+// first byte (Settle), then the decode weight, and every weight and every
+// request is given back once, whatever the order of Settle and Release.
+func TestTokenLeaseWeighsItsPromptUntilSettled(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DecodeWeight = 10
+	b := tokensBalancer(t, cfg, "a", "b")
+	l, err := b.Acquire(Request{Key: 1, Keyed: true, Tokens: 3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := b.Inflight()
+	if f.Load(l.Endpoint) != 3000 || f.Requests(l.Endpoint) != 1 {
+		t.Fatalf("load %d, requests %d; want 3000, 1", f.Load(l.Endpoint), f.Requests(l.Endpoint))
+	}
+	l.Settle()
+	l.Settle()
+	if f.Load(l.Endpoint) != 10 || f.Total() != 10 || f.Requests(l.Endpoint) != 1 {
+		t.Fatalf("after settling: load %d, total %d, requests %d; want 10, 10, 1", f.Load(l.Endpoint), f.Total(), f.Requests(l.Endpoint))
+	}
+	cp := l
+	l.Release()
+	cp.Release()
+	cp.Settle()
+	if f.Load(l.Endpoint) != 0 || f.Total() != 0 || f.Requests(l.Endpoint) != 0 {
+		t.Fatalf("after release: load %d, total %d, requests %d", f.Load(l.Endpoint), f.Total(), f.Requests(l.Endpoint))
+	}
+	// Released before its first byte: the whole weight comes back.
+	l2, _ := b.Acquire(Request{Key: 1, Keyed: true, Tokens: 500})
+	l2.Release()
+	l2.Settle()
+	if f.Total() != 0 {
+		t.Fatalf("total %d after releasing an unsettled lease", f.Total())
+	}
+}
+
+// Settle and Release racing from two goroutines (the response copy and the
+// handler's deferred release) leave nothing behind.
+func TestSettleRacingReleaseLeavesNothing(t *testing.T) {
+	b := tokensBalancer(t, DefaultConfig(), "a", "b", "c")
+	for i := range 500 {
+		l, err := b.Acquire(Request{Key: uint64(i), Keyed: true, Tokens: int64(100 + i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { l.Settle(); close(done) }()
+		l.Release()
+		<-done
+	}
+	if f := b.Inflight(); f.Total() != 0 {
+		t.Fatalf("total %d after every lease was released", f.Total())
+	}
+}
+
+// A hot key's prompts fill its home up to the token bound, then spill; no
+// endpoint ever holds more than the limit computed at its pick, and the
+// floor lets an idle cluster keep a big prompt home.
+func TestHotKeySpillsByTokens(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MinBound = 8192
+	b := tokensBalancer(t, cfg, fleet(4, 0)...)
+	first, err := b.Acquire(Request{Key: 77, Keyed: true, Tokens: 20000})
+	if err != nil || first.Decision != DecisionHome {
+		t.Fatalf("a 20000-token prompt on an idle cluster: %v %v, want home", first.Decision, err)
+	}
+	decisions := map[Decision]int{}
+	var leases []Lease
+	for range 60 {
+		before := b.Inflight().Total()
+		l, err := b.Acquire(Request{Key: 77, Keyed: true, Tokens: 3000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		limit := cfg.bound().Limit(before, 3000, 4)
+		if got := b.Inflight().Load(l.Endpoint); got > limit {
+			t.Fatalf("%s holds %d tokens after the pick, limit %d", l.Endpoint, got, limit)
+		}
+		decisions[l.Decision]++
+		leases = append(leases, l)
+	}
+	if decisions[DecisionSpill] == 0 || decisions[DecisionHome] == 0 {
+		t.Fatalf("decisions %v: want the home filled, then spills", decisions)
+	}
+	// Settling the home's prompts frees it: the next one goes home again.
+	first.Settle()
+	for _, l := range leases {
+		l.Settle()
+	}
+	if l, _ := b.Acquire(Request{Key: 77, Keyed: true, Tokens: 3000}); l.Decision != DecisionHome {
+		t.Fatalf("after every prefill ended the key went %v", l.Decision)
+	}
+}
+
+// The floor grows with the request: an endpoint may take a prompt while it
+// holds no more than that prompt's own size in tokens (Bound.Own), so at
+// low load a big prompt is not spilled for a small one queued at home.
+func TestOwnFloor(t *testing.T) {
+	b := Bound{LoadFactor: 1.25, Own: 1}
+	// 8 endpoints, 10000 tokens in flight: the relative bound for a 6000
+	// token prompt is ceil(1.25*16000/8) = 2500, below the prompt itself.
+	if got := b.Limit(10000, 6000, 8); got != 12000 {
+		t.Fatalf("limit %d, want 2 x 6000", got)
+	}
+	if got := (Bound{LoadFactor: 1.25}).Limit(10000, 6000, 8); got != 6000 {
+		t.Fatalf("without Own: limit %d, want the prompt itself", got)
+	}
+}
+
+// A chat turn weighs its new tokens at its home (the home holds the turns
+// before), and the home may run up to the tokens it saves above the bound;
+// elsewhere the turn weighs its whole prompt.
+func TestHomeWeighsTheNewTokens(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MinBound = 0
+	b := tokensBalancer(t, cfg, fleet(4, 0)...)
+	home, _ := b.Home(9)
+	// Load the home with another key's 5000 tokens; the others are idle.
+	other := uint64(10)
+	for h, _ := b.Home(other); h != home; h, _ = b.Home(other) {
+		other++
+	}
+	busy, _ := b.Acquire(Request{Key: other, Keyed: true, Tokens: 5000})
+	defer busy.Release()
+	// A first turn (no history) of 4000 tokens spills: 5000 queued ahead
+	// is more than its own size (the own floor, 2 x 4000, is passed).
+	l, _ := b.Acquire(Request{Key: 9, Keyed: true, Tokens: 4000})
+	if l.Endpoint == home {
+		t.Fatal("a cold 4000-token prompt queued behind 5000 at its home")
+	}
+	l.Release()
+	// A later turn whose home holds all but 200 of its 4000 tokens stays:
+	// its home limit is ceil(1.25*5200/4) = 1625, plus the 3800 tokens a
+	// spill would recompute.
+	l, _ = b.Acquire(Request{Key: 9, Keyed: true, Tokens: 4000, NewTokens: 200})
+	if l.Endpoint != home || l.Decision != DecisionHome || b.Inflight().Load(home) != 5200 {
+		t.Fatalf("a warm turn went to %s (home %s), home load %d, want 5200", l.Endpoint, home, b.Inflight().Load(home))
+	}
+	l.Release()
+	// With 6000 queued ahead it spills after all: 6200 tokens of waiting
+	// at home cost more than its 4000 cold elsewhere.
+	more, _ := b.AcquireOn(Request{Tokens: 1000}, home, DecisionFallback), 0
+	defer more.Release()
+	if l, _ = b.Acquire(Request{Key: 9, Keyed: true, Tokens: 4000, NewTokens: 200}); l.Endpoint == home {
+		t.Fatal("a warm turn stayed behind 6000 queued tokens")
+	}
+	l.Release()
+}
+
+func TestParseSignal(t *testing.T) {
+	for in, want := range map[string]Signal{"": SignalTokens, "tokens": SignalTokens, "requests": SignalRequests} {
+		if got, err := ParseSignal(in); err != nil || got != want {
+			t.Errorf("ParseSignal(%q) = %q, %v", in, got, err)
+		}
+	}
+	if _, err := ParseSignal("bytes"); err == nil {
+		t.Fatal("unknown signal accepted")
+	}
+	cfg := DefaultConfig()
+	cfg.Signal = "bytes"
+	if cfg.Validate() == nil {
+		t.Fatal("config with an unknown signal accepted")
+	}
+}
+
+// A rare group's requests (share 1/64 of 8 endpoints at spread 8: one
+// endpoint) stay on one endpoint whatever their own keys; a common group's
+// (share 1/2) go to all of them; a request of the rare group whose set is
+// full spills to the group's next endpoint.
+func TestGroupSpread(t *testing.T) {
+	cfg := DefaultConfig()
+	b := tokensBalancer(t, cfg, fleet(8, 0)...)
+	where := func(group uint64, share float64, keys int) map[string]int {
+		seen := map[string]int{}
+		for k := range uint64(keys) {
+			l, err := b.Acquire(Request{Key: k*0x9e3779b97f4a7c15 + 1, Keyed: true, Group: group, GroupShare: share, Tokens: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Release()
+			seen[l.Endpoint]++
+		}
+		return seen
+	}
+	if got := where(7, 1.0/64, 200); len(got) != 1 {
+		t.Fatalf("a group of share 1/64 went to %d endpoints, want 1: %v", len(got), got)
+	}
+	if got := where(7, 3.0/64, 400); len(got) != 3 {
+		t.Fatalf("a group of share 3/64 went to %d endpoints, want ceil(8*8*3/64) = 3: %v", len(got), got)
+	}
+	if got := where(7, 0.5, 400); len(got) != 8 {
+		t.Fatalf("a group of share 1/2 went to %d endpoints, want all 8", len(got))
+	}
+	if got := where(7, 0, 400); len(got) != 8 {
+		t.Fatalf("a group of unknown share went to %d endpoints, want all 8 (the key alone)", len(got))
+	}
+	off := DefaultConfig()
+	off.GroupSpread = 0
+	bo := tokensBalancer(t, off, fleet(8, 0)...)
+	seen := map[string]bool{}
+	for k := range uint64(200) {
+		l, _ := bo.Acquire(Request{Key: k*0x9e3779b97f4a7c15 + 1, Keyed: true, Group: 7, GroupShare: 1.0 / 64, Tokens: 100})
+		l.Release()
+		seen[l.Endpoint] = true
+	}
+	if len(seen) != 8 {
+		t.Fatalf("GroupSpread 0 kept a group on %d endpoints", len(seen))
+	}
+	// Fill the rare group's one endpoint: its next request spills to the
+	// same next endpoint whatever its key, the group's second.
+	only := ""
+	for ep := range where(7, 1.0/64, 1) {
+		only = ep
+	}
+	busy := b.AcquireOn(Request{Tokens: 100000}, only, DecisionFallback)
+	defer busy.Release()
+	spilled := map[string]int{}
+	for k := range uint64(50) {
+		l, _ := b.Acquire(Request{Key: k*0x9e3779b97f4a7c15 + 1, Keyed: true, Group: 7, GroupShare: 1.0 / 64, Tokens: 100})
+		l.Release()
+		if l.Decision != DecisionSpill || l.Endpoint == only {
+			t.Fatalf("with its set full: %s %v", l.Endpoint, l.Decision)
+		}
+		spilled[l.Endpoint]++
+	}
+	if len(spilled) != 1 {
+		t.Fatalf("a full set's requests spilled to %v, want the group's next endpoint alone", spilled)
+	}
+}
+
+// Every replica derives the same spread from the same share.
+func TestGroupSpreadIsDeterministic(t *testing.T) {
+	a := tokensBalancer(t, DefaultConfig(), fleet(8, 0)...)
+	c := tokensBalancer(t, DefaultConfig(), fleet(8, 0)...)
+	for k := range uint64(100) {
+		req := Request{Key: k * 7919, Keyed: true, Group: k % 5, GroupShare: float64(k%5) / 40, Tokens: 500}
+		x, _ := a.Acquire(req)
+		y, _ := c.Acquire(req)
+		x.Release()
+		y.Release()
+		if x.Endpoint != y.Endpoint {
+			t.Fatalf("key %d: %s and %s", k, x.Endpoint, y.Endpoint)
+		}
+	}
+}

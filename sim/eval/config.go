@@ -1,0 +1,285 @@
+package eval
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prefixring/prefixring/gossip"
+	"github.com/prefixring/prefixring/policy"
+	"github.com/prefixring/prefixring/ring"
+)
+
+// Grid is one sweep: each list is an axis, and every combination runs,
+// except that a policy runs once for the values of an axis it does not
+// read (the load-only policies ignore c, the floor, the signal, the view,
+// the gossip interval and the key), and that one result stands for all of
+// them.
+type Grid struct {
+	// Name says what the grid is for; the report reads its questions'
+	// answers from the grids it knows by name (see the Grid* constants).
+	Name            string
+	Workloads       []string // names of WorkloadNames, or trace:PATH
+	Policies        []string // names of policy.Names
+	Endpoints       []int
+	Routers         []int
+	RateScales      []float64
+	LoadFactors     []float64
+	MinBounds       []int64 // the bound's floor, in the signal's unit
+	Signals         []ring.Signal
+	Views           []gossip.ViewMode
+	GossipIntervals []time.Duration
+	Keys            []string // names of KeyDesigns
+}
+
+// The grids of the default study.
+const (
+	GridPolicies  = "policies"  // every policy, every workload and load, 3 routers
+	GridReplicas  = "replicas"  // the per-replica policies at 1 and 8 routers
+	GridBound     = "bound"     // c and the floor
+	GridSignal    = "signal"    // the load signal, and prefixring before the study
+	GridStaleness = "staleness" // gossip view and interval
+	GridKeys      = "keys"      // the key designs
+	GridCustom    = "custom"    // a grid from command-line axes
+)
+
+// Config is a study: grids, and what every grid shares.
+type Config struct {
+	Grids []Grid
+	Seed  uint64
+	// Requests caps each workload's requests (0: the workload's own; a
+	// trace is cut to its first Requests lines).
+	Requests int
+	// KVBlocks per engine (0: the profile's capacity).
+	KVBlocks int
+	// Workers runs that many simulations at once (0: GOMAXPROCS).
+	Workers int
+	// Progress, when set, is called after each run with done and total.
+	Progress func(done, total int)
+}
+
+// DefaultTraces is where the default study looks for the Mooncake traces
+// (relative to the working directory: the repository root sits beside
+// shared/ in the development layout).
+const DefaultTraces = "../shared/traces/mooncake"
+
+// defaults are prefixring's own settings, the grids' fixed values.
+func defaults() Grid {
+	rc, gc := ring.DefaultConfig(), gossip.DefaultConfig()
+	return Grid{Endpoints: []int{8}, Routers: []int{3}, RateScales: []float64{1},
+		LoadFactors: []float64{rc.LoadFactor}, MinBounds: []int64{rc.MinBound}, Signals: []ring.Signal{rc.Signal},
+		Views: []gossip.ViewMode{gc.View}, GossipIntervals: []time.Duration{gc.Interval}, Keys: []string{DefaultKey}}
+}
+
+// CustomGrid is one grid at prefixring's defaults over the built-in
+// workloads and every policy, for the command line to change axis by axis.
+func CustomGrid() Grid {
+	g := defaults()
+	g.Name, g.Workloads, g.Policies = GridCustom, slices.Clone(WorkloadNames), slices.Clone(policy.Names)
+	g.RateScales = []float64{0.25, 1, 2, 4}
+	return g
+}
+
+// DefaultConfig is the default study over the built-in workloads and the
+// Mooncake conversation trace (when traces holds it): every policy at 3
+// router replicas and four loads; the per-replica policies at 1 and 8
+// replicas; prefixring's bound, load signal, gossip view and interval and
+// key design each swept around its default. full adds 1 and 8 replicas for
+// every policy and wider sweeps.
+func DefaultConfig(traces string, full bool) Config {
+	wls := slices.Clone(WorkloadNames)
+	trace := filepath.Join(traces, "conversation_trace.jsonl")
+	if _, err := os.Stat(trace); err == nil {
+		wls = append(wls, "trace:"+trace)
+	}
+	rates := []float64{0.25, 1, 2, 4}
+	mk := func(name string, f func(*Grid)) Grid {
+		g := defaults()
+		g.Name, g.Workloads, g.Policies = name, wls, []string{"chwbl"}
+		f(&g)
+		return g
+	}
+	grids := []Grid{
+		mk(GridPolicies, func(g *Grid) {
+			g.Policies, g.RateScales = slices.Clone(policy.Names), rates
+			if full {
+				g.Routers = []int{1, 3, 8}
+			}
+		}),
+		mk(GridReplicas, func(g *Grid) {
+			g.Policies, g.Routers = []string{"chwbl", "chwbl-local", "radix", "score", "round-robin"}, []int{1, 8}
+		}),
+		// The bound, near capacity (where it decides).
+		mk(GridBound, func(g *Grid) {
+			g.RateScales, g.LoadFactors = []float64{2}, []float64{1.1, 1.25, 1.5, 2}
+			if full {
+				g.RateScales, g.LoadFactors = []float64{1, 2, 4}, append(g.LoadFactors, 3)
+			}
+		}),
+		mk(GridBound, func(g *Grid) {
+			g.RateScales, g.MinBounds = []float64{2}, []int64{0, 4096, 65536}
+			if full {
+				g.RateScales = []float64{1, 2, 4}
+			}
+		}),
+		// The load signal counting requests, with its floor; and what the
+		// engines report, scraped.
+		mk(GridSignal, func(g *Grid) {
+			g.RateScales, g.Signals, g.MinBounds = rates, []ring.Signal{ring.SignalRequests, SignalEngine}, []int64{ring.DefaultMinRequests}
+		}),
+		// prefixring as it was before this study: requests, the shared
+		// view, the first 4096 characters.
+		mk(GridSignal, func(g *Grid) {
+			g.RateScales, g.Signals, g.MinBounds = rates, []ring.Signal{ring.SignalRequests}, []int64{ring.DefaultMinRequests}
+			g.Views, g.Keys = []gossip.ViewMode{gossip.ViewShared}, []string{"first-4096"}
+		}),
+		// Staleness: short requests whose bound binds near capacity
+		// (shared-prefix) and long ones (the trace).
+		mk(GridStaleness, func(g *Grid) {
+			g.RateScales, g.Views = []float64{2}, []gossip.ViewMode{gossip.ViewOverlay, gossip.ViewShared, gossip.ViewExact}
+			g.GossipIntervals = []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
+			if !full {
+				g.Workloads = slices.DeleteFunc(slices.Clone(g.Workloads), func(w string) bool {
+					return w != "shared-prefix" && !strings.HasPrefix(w, "trace:")
+				})
+			} else {
+				g.RateScales = []float64{1, 2}
+			}
+		}),
+		mk(GridKeys, func(g *Grid) {
+			g.Keys = slices.Clone(KeyDesigns)
+			if full {
+				g.RateScales = []float64{1, 2}
+			}
+		}),
+	}
+	return Config{Grids: grids, Seed: 1}
+}
+
+// Validate reports a study that cannot run.
+func (c Config) Validate() error {
+	if len(c.Grids) == 0 {
+		return errors.New("eval: no grid")
+	}
+	for _, g := range c.Grids {
+		if err := g.Validate(); err != nil {
+			return fmt.Errorf("%w (grid %s)", err, g.Name)
+		}
+	}
+	if c.Requests < 0 || c.KVBlocks < 0 {
+		return errors.New("eval: requests and KV blocks must be >= 0")
+	}
+	return nil
+}
+
+// Validate reports a grid that cannot run.
+func (g Grid) Validate() error {
+	if len(g.Workloads) == 0 || len(g.Policies) == 0 || len(g.Endpoints) == 0 || len(g.Routers) == 0 ||
+		len(g.RateScales) == 0 || len(g.LoadFactors) == 0 || len(g.MinBounds) == 0 || len(g.Signals) == 0 ||
+		len(g.Views) == 0 || len(g.GossipIntervals) == 0 || len(g.Keys) == 0 {
+		return errors.New("eval: every axis needs at least one value")
+	}
+	for _, p := range g.Policies {
+		if !slices.Contains(policy.Names, p) {
+			return fmt.Errorf("eval: unknown policy %q (known: %s)", p, strings.Join(policy.Names, ", "))
+		}
+	}
+	for _, w := range g.Workloads {
+		if !slices.Contains(WorkloadNames, w) && !strings.HasPrefix(w, "trace:") {
+			return fmt.Errorf("eval: unknown workload %q (known: %s, trace:PATH)", w, strings.Join(WorkloadNames, ", "))
+		}
+	}
+	for _, k := range g.Keys {
+		if _, err := KeyDesign(k); err != nil {
+			return err
+		}
+	}
+	for _, n := range g.Endpoints {
+		if n < 1 {
+			return fmt.Errorf("eval: %d endpoints", n)
+		}
+	}
+	for _, r := range g.Routers {
+		if r < 1 {
+			return fmt.Errorf("eval: %d routers", r)
+		}
+	}
+	for _, s := range g.RateScales {
+		if !(s > 0) || math.IsInf(s, 0) {
+			return fmt.Errorf("eval: rate scale %v", s)
+		}
+	}
+	for _, f := range g.LoadFactors {
+		if !(f >= 1) || math.IsInf(f, 0) {
+			return fmt.Errorf("eval: load factor %v must be >= 1", f)
+		}
+	}
+	for _, m := range g.MinBounds {
+		if m < 0 {
+			return fmt.Errorf("eval: min bound %d must be >= 0", m)
+		}
+	}
+	for _, s := range g.Signals {
+		if _, err := ParseSignal(string(s)); err != nil || s == "" {
+			return err
+		}
+	}
+	for _, v := range g.Views {
+		if _, err := gossip.ParseViewMode(string(v)); err != nil || v == "" {
+			return fmt.Errorf("eval: gossip view %q (known: %q)", v, gossip.ViewModes)
+		}
+	}
+	for _, i := range g.GossipIntervals {
+		if i <= 0 {
+			return fmt.Errorf("eval: gossip interval %v", i)
+		}
+	}
+	return nil
+}
+
+// SignalEngine is a load signal the study tries and prefixring does not
+// ship: each endpoint's load is what its engine reports, requests waiting
+// plus running (vLLM's vllm:num_requests_waiting and
+// vllm:num_requests_running), scraped every ScrapeInterval by every
+// replica alike; nothing is gossiped.
+const SignalEngine ring.Signal = "engine"
+
+// ScrapeInterval is how often SignalEngine's scraper reads the engines.
+const ScrapeInterval = 250 * time.Millisecond
+
+// Signals are the load signals the study knows.
+var Signals = append(slices.Clone(ring.Signals), SignalEngine)
+
+// ParseSignal checks a load signal of the study's.
+func ParseSignal(s string) (ring.Signal, error) {
+	if ring.Signal(s) == SignalEngine {
+		return SignalEngine, nil
+	}
+	sig, err := ring.ParseSignal(s)
+	if err != nil {
+		return "", fmt.Errorf("eval: load signal %q (known: %q)", s, Signals)
+	}
+	return sig, nil
+}
+
+// reads says which axes a policy's decisions depend on, beyond the
+// workload, the fleet, the routers and the load: a policy runs once for the
+// values of the others.
+type reads struct{ bound, gossip, key bool }
+
+func readsOf(policy string) reads {
+	switch policy {
+	case "chwbl":
+		return reads{bound: true, gossip: true, key: true}
+	case "chwbl-local":
+		return reads{bound: true, key: true}
+	case "chash", "dualmap", "prefix-key":
+		return reads{key: true}
+	}
+	return reads{}
+}

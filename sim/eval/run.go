@@ -1,0 +1,366 @@
+package eval
+
+import (
+	"cmp"
+	"errors"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prefixring/prefixring/gossip"
+	"github.com/prefixring/prefixring/policy"
+	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/sim/engine"
+	"github.com/prefixring/prefixring/sim/fleet"
+	"github.com/prefixring/prefixring/sim/replicas"
+	"github.com/prefixring/prefixring/sim/workload"
+)
+
+// point is one combination of the axes.
+type point struct {
+	workload, policy string
+	endpoints        int
+	routers          int
+	rateScale        float64
+	loadFactor       float64
+	minBound         int64
+	signal           ring.Signal
+	view             gossip.ViewMode
+	interval         time.Duration
+	key              string
+}
+
+// points lists every combination of g in axis order, each as the point
+// whose result it takes: itself, or the canonical point that differs from
+// it only in axes its policy does not read.
+func points(g Grid) (pts, canon []point) {
+	for _, w := range g.Workloads {
+		for _, p := range g.Policies {
+			rd := readsOf(p)
+			for _, e := range g.Endpoints {
+				for _, r := range g.Routers {
+					for _, s := range g.RateScales {
+						for _, f := range g.LoadFactors {
+							for _, m := range g.MinBounds {
+								for _, sig := range g.Signals {
+									for _, v := range g.Views {
+										for _, i := range g.GossipIntervals {
+											for _, k := range g.Keys {
+												pt := point{w, p, e, r, s, f, m, sig, v, i, k}
+												c := pt
+												if !rd.bound { // the baselines count requests (see runOne)
+													c.loadFactor, c.minBound, c.signal = 0, 0, ""
+												}
+												if !rd.gossip {
+													c.view, c.interval = "", 0
+												}
+												if !rd.key {
+													c.key = ""
+												}
+												pts, canon = append(pts, pt), append(canon, c)
+											}
+										}
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return pts, canon
+}
+
+// Run runs the study and returns one result per combination of each grid,
+// grid after grid, in axis order. A combination that several grids share
+// (or that differs only in axes its policy ignores) runs once.
+func Run(cfg Config) ([]Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var all, canon []point
+	var grid []string
+	for _, g := range cfg.Grids {
+		p, c := points(g)
+		all, canon = append(all, p...), append(canon, c...)
+		for range p {
+			grid = append(grid, g.Name)
+		}
+	}
+	index := map[point]int{} // canonical point -> its run
+	var todo []point
+	for i, c := range canon {
+		if _, ok := index[c]; !ok {
+			index[c] = len(todo)
+			todo = append(todo, all[i])
+		}
+	}
+	// The longest runs first (traces, then high loads), so that no worker
+	// is left with one at the end; results keep their places.
+	order := make([]int, len(todo))
+	for i := range order {
+		order[i] = i
+	}
+	cost := func(p point) float64 {
+		c := p.rateScale
+		if strings.HasPrefix(p.workload, "trace:") {
+			c += 100
+		}
+		return c
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(cost(todo[b]), cost(todo[a])) })
+	wl := &workloads{cache: map[string][]workload.Session{}, seed: cfg.Seed, cap: cfg.Requests}
+	out := make([]Result, len(todo))
+	errs := make([]error, len(todo))
+	var mu sync.Mutex
+	done := 0
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range cmp.Or(cfg.Workers, runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for i := range jobs {
+				out[i], errs[i] = runOne(cfg, todo[i], wl)
+				mu.Lock()
+				done++
+				if cfg.Progress != nil {
+					cfg.Progress(done, len(todo))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, i := range order {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	results := make([]Result, len(all))
+	for i, pt := range all {
+		results[i] = out[index[canon[i]]]
+		label(&results[i], pt)
+		results[i].Grid = grid[i]
+	}
+	return results, nil
+}
+
+// label writes the point's axes into its result.
+func label(r *Result, pt point) {
+	r.Policy, r.Workload, r.Endpoints, r.Routers = pt.policy, pt.workload, pt.endpoints, pt.routers
+	r.RateScale, r.LoadFactor, r.MinBound, r.Signal = pt.rateScale, pt.loadFactor, pt.minBound, string(pt.signal)
+	r.View, r.GossipIntervalMS, r.Key = string(pt.view), ms(pt.interval), pt.key
+}
+
+// multi spreads requests over R independent instances of a policy in turn,
+// as DNS round-robin spreads clients over router replicas. With spills
+// set, it counts a spill a CHWBL pick over the true loads of all
+// instances would not have made (FalseSpills, of Keyed).
+type multi struct {
+	ps     []policy.Picker
+	bals   []*ring.Balancer
+	turn   int
+	spills bool
+	Keyed  int
+	False  int
+}
+
+func (m *multi) Acquire(req ring.Request) (ring.Lease, error) {
+	i := m.turn % len(m.ps)
+	m.turn++
+	l, err := m.ps[i].Acquire(req)
+	if err != nil || !m.spills || !req.Keyed {
+		return l, err
+	}
+	m.Keyed++
+	if l.Decision != ring.DecisionHome {
+		t := trueLoads{byID: map[string]int64{}}
+		for _, b := range m.bals {
+			for id, n := range b.Inflight().Counts() {
+				t.byID[id] += n
+				t.total += n
+			}
+		}
+		t.byID[l.Endpoint] -= l.Weight()
+		t.total -= l.Weight()
+		if _, d, err := m.bals[i].Decide(req, t); err == nil && d == ring.DecisionHome {
+			m.False++
+		}
+	}
+	return l, nil
+}
+
+// scrapedLoads is SignalEngine's view: the engines' requests waiting and
+// running as a scraper read them last, every ScrapeInterval.
+type scrapedLoads struct {
+	byID  map[string]int64
+	total int64
+	next  time.Duration
+}
+
+func (s *scrapedLoads) observe(now time.Duration, engines []fleet.Gauges) {
+	if now < s.next {
+		return
+	}
+	s.next = now + ScrapeInterval
+	s.total = 0
+	for _, g := range engines {
+		n := int64(g.Waiting + g.Running)
+		s.byID[g.ID] = n
+		s.total += n
+	}
+}
+
+func (s *scrapedLoads) Load(id string) int64 { return s.byID[id] }
+func (s *scrapedLoads) Total() int64         { return s.total }
+
+type trueLoads struct {
+	byID  map[string]int64
+	total int64
+}
+
+func (t trueLoads) Load(id string) int64 { return t.byID[id] }
+func (t trueLoads) Total() int64         { return t.total }
+
+func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
+	sessions, err := wl.get(pt.workload, pt.rateScale)
+	if err != nil {
+		return Result{}, err
+	}
+	ids := fleet.EndpointIDs(pt.endpoints)
+	rc := ring.DefaultConfig()
+	rc.LoadFactor, rc.MinBound, rc.Signal = pt.loadFactor, pt.minBound, pt.signal
+	if !readsOf(pt.policy).bound {
+		rc.Signal = ring.SignalRequests // the baselines count requests, as their real counterparts do
+	}
+	key, err := newCallKey(pt.key, pt.routers)
+	if err != nil {
+		return Result{}, err
+	}
+	key.blocks = policy.ReadsBlocks(pt.policy)
+	rc.GroupSpread = key.design.spread
+	var picker policy.Picker
+	var rp *replicas.Picker
+	var m *multi
+	var scraped *scrapedLoads
+	if pt.signal == SignalEngine && readsOf(pt.policy).bound {
+		rc.Signal, scraped = ring.SignalRequests, &scrapedLoads{byID: map[string]int64{}, next: 0}
+	}
+	if pt.policy == "chwbl" && scraped == nil {
+		rp, err = replicas.New(replicas.Config{Replicas: pt.routers, Endpoints: ids, Ring: rc, Gossip: true,
+			Interval: pt.interval, Latency: 500 * time.Microsecond, View: pt.view})
+		if err != nil {
+			return Result{}, err
+		}
+		picker = rp
+	} else {
+		m = &multi{spills: pt.policy == "chwbl-local"}
+		for i := range pt.routers {
+			bal, err := ring.NewBalancer(rc)
+			if err != nil {
+				return Result{}, err
+			}
+			if err := bal.SetEndpoints(ids); err != nil {
+				return Result{}, err
+			}
+			if scraped != nil {
+				bal.SetLoads(scraped)
+			}
+			p, err := policy.New(pt.policy, bal, bal, cfg.Seed+uint64(i))
+			if err != nil {
+				return Result{}, err
+			}
+			m.ps, m.bals = append(m.ps, p), append(m.bals, bal)
+		}
+		picker = m
+	}
+	ec := engine.DefaultConfig()
+	if cfg.KVBlocks > 0 {
+		ec.NumBlocks = cfg.KVBlocks
+	}
+	callKey := key.request
+	if rp != nil { // the replicas model learns virtual time from the key function
+		callKey = func(c *workload.Call, at time.Duration) ring.Request {
+			rp.SetNow(at)
+			return key.request(c, at)
+		}
+	}
+	fc := fleet.Config{Engines: pt.endpoints, Engine: ec, Picker: picker}
+	if scraped != nil {
+		fc.Observe = scraped.observe
+	}
+	res, reqs, err := fleet.RunSessions(fc, sessions, callKey)
+	if err != nil {
+		return Result{}, err
+	}
+	ideal := func() float64 { return IdealHitRate(reqs, ec.BlockSize) }
+	if strings.HasPrefix(pt.workload, "trace:") { // single-turn sessions: the same requests whatever the policy
+		ideal = func() float64 { return wl.ideal(pt.workload, pt.rateScale, reqs, ec.BlockSize) }
+	}
+	r := measure(res, reqs, ec.BlockSize, pt.endpoints, ideal)
+	if hasConversations(sessions) {
+		s := sameEngineTurns(res.Records)
+		r.SameEngineTurns = &s
+	}
+	label(&r, pt)
+	if key.Keyed > 0 {
+		a := 1 - float64(key.Split)/float64(key.Keyed)
+		r.KeyAgreement = &a
+	}
+	if rp != nil {
+		a, f := rp.Agreement(), rp.FalseSpillRate()
+		r.Agreement, r.FalseSpillRate = &a, &f
+	}
+	if m != nil && m.Keyed > 0 {
+		f := float64(m.False) / float64(m.Keyed)
+		r.FalseSpillRate = &f
+	}
+	return r, nil
+}
+
+// hasConversations reports sessions of more than one turn.
+func hasConversations(ss []workload.Session) bool {
+	for _, s := range ss {
+		if len(s.Turns) > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// sameEngineTurns is the share of the turns of multi-turn sessions that
+// went to their session's most used engine.
+func sameEngineTurns(recs []fleet.Record) float64 {
+	per := map[int]map[string]int{}
+	turns := map[int]int{}
+	for _, r := range recs {
+		if r.Session < 0 || r.Err != "" {
+			continue
+		}
+		if per[r.Session] == nil {
+			per[r.Session] = map[string]int{}
+		}
+		per[r.Session][r.Endpoint]++
+		turns[r.Session]++
+	}
+	var top, all int
+	for s, m := range per {
+		if turns[s] < 2 {
+			continue
+		}
+		best := 0
+		for _, n := range m {
+			best = max(best, n)
+		}
+		top += best
+		all += turns[s]
+	}
+	if all == 0 {
+		return 0
+	}
+	return float64(top) / float64(all)
+}

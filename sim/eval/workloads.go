@@ -1,0 +1,152 @@
+package eval
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prefixring/prefixring/sim/workload"
+)
+
+// WorkloadNames are the built-in workloads of the study, besides
+// trace:PATH.
+var WorkloadNames = []string{"shared-prefix", "multi-turn", "multi-turn-completions", "agentic"}
+
+// Duration is how long the built-in workloads send new sessions.
+const Duration = 60 * time.Second
+
+// builtin is a built-in workload: the workload package's shape, and its
+// session start rate at rate scale 1.
+type builtin struct {
+	rate     float64 // sessions per second at rate ×1
+	turns    int     // requests per session
+	sessions func(n int, rate float64, seed uint64) ([]workload.Session, error)
+}
+
+// builtins are sized so that rate ×1 is a light load on 8 simulated H100
+// engines (the calibrated Llama-3.1-8B profile), ×4 about what least-load
+// serves before its queues grow, and ×8 twice that (docs/study.md,
+// "Workloads").
+var builtins = map[string]builtin{
+	// SGLang's generated-shared-prefix benchmark shape (64 groups of
+	// 2048-token system prompts, 128-token questions, 256 tokens out),
+	// with a Zipf(1) skew over groups: hot system prompts.
+	"shared-prefix": {rate: 120, turns: 1, sessions: func(n int, rate float64, seed uint64) ([]workload.Session, error) {
+		w := workload.DefaultSharedPrefix()
+		w.PromptsPerGroup, w.Skew, w.Rate, w.Seed = 1, 1, rate, seed
+		w.Groups = 64
+		return w.Stream(n)
+	}},
+	// Conversations of 6 turns over 8 shared ~200-token system prompts,
+	// 128-token questions and answers, 2 s mean think time.
+	"multi-turn": {rate: 36, turns: 6, sessions: multiTurn(workload.Chat)},
+	// The same conversations over /v1/completions: one growing prompt.
+	"multi-turn-completions": {rate: 36, turns: 6, sessions: multiTurn(workload.Completions)},
+	// Tool loops of 8 steps over 4 tool sets of ~3000 tokens, 300-token
+	// tool results, 500 ms mean tool time.
+	"agentic": {rate: 16, turns: 9, sessions: func(n int, rate float64, seed uint64) ([]workload.Session, error) {
+		w := workload.DefaultAgentic()
+		w.Loops, w.Rate, w.Seed = n, rate, seed
+		return w.Sessions()
+	}},
+}
+
+func multiTurn(api workload.API) func(int, float64, uint64) ([]workload.Session, error) {
+	return func(n int, rate float64, seed uint64) ([]workload.Session, error) {
+		w := workload.DefaultMultiTurn(api)
+		w.Conversations, w.Rate, w.Seed = n, rate, seed
+		return w.Sessions()
+	}
+}
+
+// Workload returns the sessions of a study workload at a rate scale, under
+// seed, with at most requests requests when requests > 0. A built-in
+// workload starts sessions at its rate times rateScale for [Duration], and
+// its think times are divided by rateScale, so every request comes
+// rateScale times as often; a trace (trace:PATH, Mooncake format) is
+// replayed at its own timestamps divided by rateScale.
+func Workload(name string, rateScale float64, seed uint64, requests int) ([]workload.Session, error) {
+	if path, ok := strings.CutPrefix(name, "trace:"); ok {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("eval: %w", err)
+		}
+		defer f.Close()
+		reqs, err := workload.LoadMooncake(f)
+		if err != nil {
+			return nil, fmt.Errorf("eval: %s: %w", path, err)
+		}
+		if requests > 0 && len(reqs) > requests {
+			reqs = reqs[:requests]
+		}
+		return workload.TraceSessions(reqs, rateScale)
+	}
+	b, ok := builtins[name]
+	if !ok {
+		return nil, fmt.Errorf("eval: unknown workload %q (known: %s, trace:PATH)", name, strings.Join(WorkloadNames, ", "))
+	}
+	rate := b.rate * rateScale
+	n := max(1, int(math.Round(rate*Duration.Seconds())))
+	if requests > 0 {
+		n = max(1, min(n, requests/b.turns))
+	}
+	ss, err := b.sessions(n, rate, seed)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ss {
+		for k := range ss[i].Turns {
+			ss[i].Turns[k].Think = time.Duration(float64(ss[i].Turns[k].Think) / rateScale)
+		}
+	}
+	return ss, nil
+}
+
+// workloads builds each (workload, rate scale) once per sweep: traces are
+// large, and every policy replays the same sessions.
+type workloads struct {
+	mu     sync.Mutex
+	cache  map[string][]workload.Session
+	ideals map[string]float64
+	seed   uint64
+	cap    int
+}
+
+// ideal returns IdealHitRate(reqs) for a workload whose requests do not
+// depend on the policy, computed once.
+func (w *workloads) ideal(name string, rateScale float64, reqs []workload.Request, blockSize int) float64 {
+	id := fmt.Sprint(name, "@", rateScale)
+	w.mu.Lock()
+	v, ok := w.ideals[id]
+	w.mu.Unlock()
+	if ok {
+		return v
+	}
+	v = IdealHitRate(reqs, blockSize)
+	w.mu.Lock()
+	if w.ideals == nil {
+		w.ideals = map[string]float64{}
+	}
+	w.ideals[id] = v
+	w.mu.Unlock()
+	return v
+}
+
+func (w *workloads) get(name string, rateScale float64) ([]workload.Session, error) {
+	id := fmt.Sprint(name, "@", rateScale)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ss, ok := w.cache[id]; ok {
+		return ss, nil
+	}
+	ss, err := Workload(name, rateScale, w.seed, w.cap)
+	if err != nil {
+		return nil, err
+	}
+	w.cache[id] = ss
+	return slices.Clip(ss), nil
+}
