@@ -40,7 +40,7 @@ var (
 	modesR   = flag.Int("modes-replicas", 3, "replicas in the view-mode table")
 	view     = flag.String("view", "", "view mode of the agreement, replicas and sweep tables: shared, exact or overlay (default: the production default)")
 	latency  = flag.Duration("latency", 0, "delivery latency of a publication to the other replicas")
-	minBound = flag.Int64("min-bound", ring.DefaultConfig().MinBound, "the bound's floor, requests per endpoint (ring.Config.MinBound)")
+	minBound = flag.Int64("min-bound", ring.DefaultMinRequests, "the bound's floor, requests per endpoint (ring.Config.MinBound)")
 	bounds   = flag.String("bounds", "0,2,4,8,16", "floors of the bound table")
 	factor   = flag.Float64("load-factor", ring.DefaultConfig().LoadFactor, "the bound's load factor c")
 	factors  = flag.String("factors", "1.25,1.5,2,3,4", "load factors of the factor table")
@@ -127,8 +127,10 @@ func run(w workload.SharedPrefixTokens, su setup) result {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// The bound counts requests here: this script's workload carries
+	// token ids and no request bodies, and its tables are in requests.
 	rc := ring.DefaultConfig()
-	rc.MinBound, rc.LoadFactor = *minBound, *factor
+	rc.Signal, rc.MinBound, rc.LoadFactor = ring.SignalRequests, *minBound, *factor
 	p, err := replicas.New(replicas.Config{Replicas: su.replicas, Endpoints: fleet.EndpointIDs(*engines),
 		Ring: rc, Gossip: su.gossip, Interval: su.interval, Latency: *latency,
 		View: su.view})
@@ -137,7 +139,7 @@ func run(w workload.SharedPrefixTokens, su setup) result {
 	}
 	ec := engine.DefaultConfig()
 	ec.NumBlocks = *kvBlocks
-	res, err := fleet.Run(fleet.Config{Engines: *engines, Engine: ec, Picker: p, Key: p.Key(workload.PrefixKey(256))}, reqs)
+	res, err := fleet.Run(fleet.Config{Engines: *engines, Engine: ec, Picker: p, Key: p.Key(workload.PrefixKey(256)), Advance: p.AdvanceTo}, reqs)
 	if err != nil {
 		log.Fatal(err)
 	}

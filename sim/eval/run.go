@@ -290,6 +290,9 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 		}
 	}
 	fc := fleet.Config{Engines: pt.endpoints, Engine: ec, Picker: picker}
+	if rp != nil {
+		fc.Advance = rp.AdvanceTo
+	}
 	if scraped != nil {
 		fc.Observe = scraped.observe
 	}

@@ -116,6 +116,9 @@ func (f *fleet) begin(fe *fleetEngine) {
 
 // endStep applies engine ei's step and starts its next one.
 func (f *fleet) endStep(ei int, end time.Duration) {
+	if f.cfg.Advance != nil {
+		f.cfg.Advance(end)
+	}
 	f.now = end
 	f.steps++
 	fe := &f.engines[ei]

@@ -27,6 +27,12 @@ type Config struct {
 	// read them (vllm:num_requests_waiting, vllm:num_requests_running,
 	// vllm:kv_cache_usage_perc).
 	Observe func(now time.Duration, engines []Gauges)
+	// Advance, when set, is called with the virtual time before the fleet
+	// applies an engine step's end (its first tokens and finished
+	// requests, which settle and release leases), so that a picker that
+	// models time (sim/replicas' gossip publications) runs what falls due
+	// before it first.
+	Advance func(now time.Duration)
 }
 
 // Gauges are one engine's scheduler gauges.

@@ -149,3 +149,45 @@ func TestLoadMooncake(t *testing.T) {
 		t.Fatal("requests sharing hash_id 5 must share its tokens")
 	}
 }
+
+// TestAdvanceRunsBeforeReleases: the fleet tells the picker the virtual
+// time before it applies each step's end, never going back, so a picker
+// that models time sees the requests still in flight that this step ends.
+func TestAdvanceRunsBeforeReleases(t *testing.T) {
+	rc := ring.DefaultConfig()
+	rc.Signal, rc.MinBound = ring.SignalRequests, ring.DefaultMinRequests
+	bal, err := ring.NewBalancer(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bal.SetEndpoints(EndpointIDs(2)); err != nil {
+		t.Fatal(err)
+	}
+	type seen struct {
+		at       time.Duration
+		inflight int64
+	}
+	var log []seen
+	advance := func(now time.Duration) { log = append(log, seen{now, bal.Inflight().Total()}) }
+	res, err := Run(Config{Engines: 2, Engine: engine.DefaultConfig(), Picker: bal, Advance: advance}, sharedPrefixWorkload(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(log) != res.Steps {
+		t.Fatalf("advanced %d times over %d steps", len(log), res.Steps)
+	}
+	for i, s := range log {
+		if i > 0 && s.at < log[i-1].at {
+			t.Fatalf("time went back: %v after %v", s.at, log[i-1].at)
+		}
+		var want int64 // arrived before, and not ended before
+		for _, rec := range res.Records {
+			if rec.Arrival < s.at && rec.Arrival+rec.E2E >= s.at {
+				want++
+			}
+		}
+		if s.inflight != want {
+			t.Fatalf("at %v the picker saw %d in flight, want %d", s.at, s.inflight, want)
+		}
+	}
+}

@@ -158,6 +158,17 @@ func (p *Picker) Key(k workload.KeyFunc) workload.KeyFunc {
 // that key requests without [Picker.Key] (closed-loop sessions).
 func (p *Picker) SetNow(now time.Duration) { p.now = now }
 
+// AdvanceTo runs the publications and deliveries due by now, for a driver
+// to call before it applies an event at now (fleet.Config.Advance): a
+// publication then carries the counts as they were at its tick, not the
+// releases and settles that came after it. Without it a replica's tick is
+// run at its next pick, with the counts of that moment, and the others see
+// its finished requests early.
+func (p *Picker) AdvanceTo(now time.Duration) {
+	p.now = now
+	p.advance()
+}
+
 // Acquire publishes and delivers what is due, asks every replica for
 // agreement, and acquires on the next replica in turn.
 func (p *Picker) Acquire(req ring.Request) (ring.Lease, error) {

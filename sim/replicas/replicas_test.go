@@ -140,3 +140,35 @@ func requests() ring.Config {
 	c.Signal, c.MinBound = ring.SignalRequests, ring.DefaultMinRequests
 	return c
 }
+
+// TestPublicationCarriesTheCountsOfItsTick: a release after a replica's
+// tick reaches the others at its next tick, not with the tick before it,
+// when the driver advances the clock before each event (AdvanceTo); run
+// late, at the next pick, the tick would carry the release early.
+func TestPublicationCarriesTheCountsOfItsTick(t *testing.T) {
+	for _, advance := range []bool{true, false} {
+		p, err := New(Config{Replicas: 2, Endpoints: fleet.EndpointIDs(4), Ring: requests(), Gossip: true,
+			Interval: 100 * time.Millisecond, View: gossip.ViewShared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.AdvanceTo(60 * time.Millisecond) // both published (at 0 and 50 ms)
+		l, _ := p.reps[0].bal.Acquire(ring.Request{Key: 7, Keyed: true})
+		if advance {
+			p.AdvanceTo(130 * time.Millisecond) // replica 0's tick at 100 ms publishes the lease
+		}
+		l.Release() // at 130 ms
+		p.AdvanceTo(140 * time.Millisecond)
+		want := int64(0) // the tick ran at 140 ms, after the release
+		if advance {
+			want = 1
+		}
+		if got := p.Loads(1).Load(l.Endpoint); got != want {
+			t.Fatalf("advance=%v: at 140 ms replica 1 sees %d on the released endpoint, want %d", advance, got, want)
+		}
+		p.AdvanceTo(210 * time.Millisecond) // replica 0's tick at 200 ms
+		if got := p.Loads(1).Load(l.Endpoint); got != 0 {
+			t.Fatalf("advance=%v: after the next tick replica 1 sees %d, want 0", advance, got)
+		}
+	}
+}
