@@ -22,7 +22,8 @@ func (k *Keyer) Blocks(route Route, body []byte, dst []uint64) ([]uint64, error)
 			return dst[:0], nil
 		}
 	}
-	var r request
+	r := newRequest()
+	defer r.free()
 	if err := r.parse(route, body, &k.cfg, nil); err != nil {
 		if lax {
 			return dst[:0], nil

@@ -3,6 +3,7 @@ package prefix
 import (
 	"encoding/binary"
 	"math"
+	"sync"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -29,7 +30,8 @@ func New(cfg Config) (*Keyer, error) {
 // completions, "input": embeddings) and returns ok=false, never an error,
 // when it finds no usable prompt: the caller then balances by load alone.
 func (k *Keyer) Key(route Route, body []byte) (key uint64, ok bool, err error) {
-	var r request
+	r := newRequest()
+	defer r.free()
 	if route == RouteOther {
 		if route = sniff(body); route == RouteOther {
 			return 0, false, nil
@@ -83,7 +85,8 @@ func (k *Keyer) Request(route Route, body []byte, prefixes []uint64) (Key, error
 			return Key{NewBytes: -1}, nil
 		}
 	}
-	var r request
+	r := newRequest()
+	defer r.free()
 	if prefixes != nil {
 		prefixes = prefixes[:0]
 	}
@@ -129,7 +132,8 @@ func (k *Keyer) Prefixes(route Route, body []byte, dst []uint64) ([]uint64, erro
 			return dst[:0], nil
 		}
 	}
-	var r request
+	r := newRequest()
+	defer r.free()
 	if dst == nil {
 		dst = make([]uint64, 0, 16)
 	}
@@ -154,7 +158,21 @@ func SessionKey(model, session string) uint64 {
 	return d.Sum64()
 }
 
-// request is the state of one Key call. It lives on the caller's stack.
+// requests recycles request states. A request is 2.7 KB, and with a
+// Common table its anchor records marks into its own markBuf, a pointer
+// into itself that keeps it off the caller's stack: without the pool every
+// Key would allocate it (measured: 1 allocation of 2688 B per call).
+var requests = sync.Pool{New: func() any { return new(request) }}
+
+func newRequest() *request { return requests.Get().(*request) }
+
+// free zeroes r, dropping its reference to the body, and recycles it.
+func (r *request) free() {
+	*r = request{}
+	requests.Put(r)
+}
+
+// request is the state of one Key call, from the requests pool.
 type request struct {
 	body   []byte
 	route  Route
