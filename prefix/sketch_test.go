@@ -1,6 +1,7 @@
 package prefix
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -70,5 +71,24 @@ func TestSketchForgetsAndStaysBounded(t *testing.T) {
 	}
 	if !slices.Contains(MergeSummaries(2, s.Summary(8)).Hashes(), 42) {
 		t.Fatal("the hot prefix was pruned")
+	}
+}
+
+// MergeShares: nothing until the replicas' counts cover MinShareRequests
+// together; then each group's share of all their requests, whatever the
+// order of the counts.
+func TestMergeShares(t *testing.T) {
+	a := GroupCounts{Groups: []SummaryEntry{{Hash: 1, Count: 100}, {Hash: 2, Count: 20}}, Requests: 150}
+	b := GroupCounts{Groups: []SummaryEntry{{Hash: 1, Count: 50}}, Requests: 100}
+	if s := MergeShares(a, b); s != nil {
+		t.Fatalf("250 requests < %d gave shares %v", MinShareRequests, s)
+	}
+	c := GroupCounts{Groups: []SummaryEntry{{Hash: 2, Count: 40}}, Requests: 150}
+	abc, cba := MergeShares(a, b, c), MergeShares(c, b, a)
+	if !maps.Equal(abc, cba) {
+		t.Fatalf("order changed the shares: %v against %v", abc, cba)
+	}
+	if abc[1] != 150.0/400 || abc[2] != 60.0/400 || len(abc) != 2 {
+		t.Fatalf("shares %v, want 1: 0.375, 2: 0.15", abc)
 	}
 }
