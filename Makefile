@@ -4,7 +4,7 @@ BIN     := bin/prefixring
 PKGS    := ./...
 FUZZTIME ?= 2m
 
-.PHONY: all build test test-deploy vet fmt-check tidy-check bench bench-proxy demo e2e-real chaos fuzz clean
+.PHONY: study study-full all build test test-deploy vet fmt-check tidy-check bench bench-proxy demo e2e-real chaos fuzz clean
 
 all: build
 
@@ -50,6 +50,16 @@ fuzz:
 
 demo: build
 	$(GO) run ./scripts/demo -bin $(BIN)
+
+# The routing study (docs/study.md): every policy on every workload and the
+# Mooncake conversation trace, in the fleet simulator; writes out/eval
+# (results.json, report.md, index.html). About 10 minutes on 2 cores;
+# study-full runs the wider matrix.
+study: build
+	$(BIN) eval --out out/eval
+
+study-full: build
+	$(BIN) eval --full --out out/eval-full
 
 # prefixring in front of three real llama-servers (CPU, a tiny random-weight
 # model): llama.cpp's own metrics must show a higher cached share than

@@ -29,8 +29,9 @@ func evalCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "eval",
 		Usage: "compare routing policies in the fleet simulator (virtual time) and write a report",
-		Description: "Without axis flags, runs the default study (docs/study.md): every policy on every built-in workload and the\n" +
-			"Mooncake conversation trace (when --traces holds it) at four loads and 3 router replicas, the per-replica policies\n" +
+		Description: "Without axis flags, runs the default study (docs/study.md, about 10 minutes on 2 cores): every policy on\n" +
+			"every built-in workload at four loads and on the Mooncake conversation trace (when --traces holds it) at its own\n" +
+			"rate and twice it, at 3 router replicas; the per-replica policies\n" +
 			"at 1 and 8 replicas, and prefixring's bound, load signal, gossip view and interval and key design swept\n" +
 			"around its defaults (--full: every policy at 1, 3 and 8 replicas, wider sweeps). With any axis flag, runs\n" +
 			"one grid: every combination of the comma lists given (the others at prefixring's defaults). Writes\n" +

@@ -40,6 +40,7 @@ type Grid struct {
 // The grids of the default study.
 const (
 	GridPolicies  = "policies"  // every policy, every workload and load, 3 routers
+	GridOverload  = "overload"  // a trace at ×4: what goal 6 compares, when GridPolicies stops at ×2
 	GridReplicas  = "replicas"  // the per-replica policies at 1 and 8 routers
 	GridBound     = "bound"     // c and the floor
 	GridSignal    = "signal"    // the load signal, and prefixring before the study
@@ -104,15 +105,48 @@ func DefaultConfig(traces string, full bool) Config {
 		f(&g)
 		return g
 	}
-	grids := []Grid{
-		mk(GridPolicies, func(g *Grid) {
-			g.Policies, g.RateScales = slices.Clone(policy.Names), rates
-			if full {
-				g.Routers = []int{1, 3, 8}
+	// A trace's ×1 is the load it was recorded at: at ×4 every policy's
+	// queues grow for the whole hour (mean TTFT near 2 minutes), and one
+	// trace run costs as much as four of a built-in workload whatever its
+	// rate. To stay within 10 minutes on 2 cores, the default study runs
+	// the trace at ×1 and ×2, and at ×4 only what goal 6 compares; --full
+	// runs every rate.
+	traceAt1and2 := func(g Grid) []Grid {
+		if full {
+			return []Grid{g}
+		}
+		var builtin, traces []string
+		for _, w := range g.Workloads {
+			if strings.HasPrefix(w, "trace:") {
+				traces = append(traces, w)
+			} else {
+				builtin = append(builtin, w)
 			}
-		}),
+		}
+		t := g
+		g.Workloads, t.Workloads = builtin, traces
+		t.RateScales = slices.DeleteFunc(slices.Clone(t.RateScales), func(r float64) bool { return r < 1 || r >= 4 })
+		if len(traces) == 0 {
+			return []Grid{g}
+		}
+		return []Grid{g, t}
+	}
+	var grids []Grid
+	grids = append(grids, traceAt1and2(mk(GridPolicies, func(g *Grid) {
+		g.Policies, g.RateScales = slices.Clone(policy.Names), rates
+		if full {
+			g.Routers = []int{1, 3, 8}
+		}
+	}))...)
+	if !full && slices.ContainsFunc(wls, func(w string) bool { return strings.HasPrefix(w, "trace:") }) {
+		grids = append(grids, mk(GridOverload, func(g *Grid) {
+			g.Workloads = slices.DeleteFunc(slices.Clone(wls), func(w string) bool { return !strings.HasPrefix(w, "trace:") })
+			g.Policies, g.RateScales = []string{"chwbl", "least-load", "round-robin"}, []float64{4}
+		}))
+	}
+	grids = append(grids,
 		mk(GridReplicas, func(g *Grid) {
-			g.Policies, g.Routers = []string{"chwbl", "chwbl-local", "radix", "score", "round-robin"}, []int{1, 8}
+			g.Policies, g.Routers = []string{"chwbl", "chwbl-local", "radix", "score"}, []int{1, 8}
 		}),
 		// The bound, near capacity (where it decides).
 		mk(GridBound, func(g *Grid) {
@@ -126,29 +160,31 @@ func DefaultConfig(traces string, full bool) Config {
 			if full {
 				g.RateScales = []float64{1, 2, 4}
 			}
-		}),
-		// The load signal counting requests, with its floor; and what the
-		// engines report, scraped.
-		mk(GridSignal, func(g *Grid) {
-			g.RateScales, g.Signals, g.MinBounds = rates, []ring.Signal{ring.SignalRequests, SignalEngine}, []int64{ring.DefaultMinRequests}
-		}),
-		// prefixring as it was before this study: requests, the shared
-		// view, the first 4096 characters.
-		mk(GridSignal, func(g *Grid) {
-			g.RateScales, g.Signals, g.MinBounds = rates, []ring.Signal{ring.SignalRequests}, []int64{ring.DefaultMinRequests}
-			g.Views, g.Keys = []gossip.ViewMode{gossip.ViewShared}, []string{"first-4096"}
-		}),
+		}))
+	// The load signal counting requests, with its floor; and what the
+	// engines report, scraped.
+	grids = append(grids, traceAt1and2(mk(GridSignal, func(g *Grid) {
+		g.RateScales, g.Signals, g.MinBounds = rates, []ring.Signal{ring.SignalRequests, SignalEngine}, []int64{ring.DefaultMinRequests}
+	}))...)
+	// prefixring as it was before this study: requests, the shared view,
+	// the first 4096 characters.
+	grids = append(grids, traceAt1and2(mk(GridSignal, func(g *Grid) {
+		g.RateScales, g.Signals, g.MinBounds = rates, []ring.Signal{ring.SignalRequests}, []int64{ring.DefaultMinRequests}
+		g.Views, g.Keys = []gossip.ViewMode{gossip.ViewShared}, []string{"first-4096"}
+	}))...)
+	grids = append(grids,
 		// Staleness: short requests whose bound binds near capacity
 		// (shared-prefix) and long ones (the trace).
 		mk(GridStaleness, func(g *Grid) {
-			g.RateScales, g.Views = []float64{2}, []gossip.ViewMode{gossip.ViewOverlay, gossip.ViewShared, gossip.ViewExact}
-			g.GossipIntervals = []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
+			g.RateScales, g.Views = []float64{2}, []gossip.ViewMode{gossip.ViewOverlay, gossip.ViewShared}
+			g.GossipIntervals = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
 			if !full {
 				g.Workloads = slices.DeleteFunc(slices.Clone(g.Workloads), func(w string) bool {
 					return w != "shared-prefix" && !strings.HasPrefix(w, "trace:")
 				})
 			} else {
-				g.RateScales = []float64{1, 2}
+				g.RateScales, g.Views = []float64{1, 2}, append(g.Views, gossip.ViewExact)
+				g.GossipIntervals = append([]time.Duration{10 * time.Millisecond}, g.GossipIntervals...)
 			}
 		}),
 		mk(GridKeys, func(g *Grid) {
@@ -156,8 +192,7 @@ func DefaultConfig(traces string, full bool) Config {
 			if full {
 				g.RateScales = []float64{1, 2}
 			}
-		}),
-	}
+		}))
 	return Config{Grids: grids, Seed: 1}
 }
 

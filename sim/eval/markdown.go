@@ -122,7 +122,7 @@ func ms0(x float64) string {
 func Markdown(results []Result, command string) string {
 	all := set(results)
 	var b strings.Builder
-	fmt.Fprintf(&b, "# prefixring eval\n\n`%s`\n\n%d runs in the fleet simulator: virtual time, simulated vLLM engines with the calibrated Llama-3.1-8B/H100 profile, every policy through the production balancer, keyer and gossip view; R router replicas are R independent instances of a policy, each seeing only the requests that reach it (DNS round-robin), prefixring's gossiping their loads and shared-prefix sketches. Loads: ×1 is each built-in workload's base rate; ×2 is about what least-load serves before its queues grow; ×4 is twice that (a trace's ×1 is its own rate).\n\n", command, len(results))
+	fmt.Fprintf(&b, "# prefixring eval\n\n`%s`\n\n%d runs in the fleet simulator: virtual time, simulated vLLM engines with the calibrated Llama-3.1-8B/H100 profile, every policy through the production balancer, keyer and gossip view; R router replicas are R independent instances of a policy, each seeing only the requests that reach it (DNS round-robin), prefixring's gossiping their loads and shared-prefix sketches. Loads: ×1 is each built-in workload's base rate; ×2 is about what least-load serves before its queues grow; ×4 is twice that. A trace's ×1 is the rate it was recorded at, and its queues grow from ×2 on; the default study runs it at ×4 only for goal 6 (prefixring, least-load and round-robin).\n\n", command, len(results))
 	pol := all.grid(GridPolicies)
 	if len(pol) == 0 {
 		pol = all.grid(GridCustom)

@@ -28,8 +28,8 @@ type builtin struct {
 }
 
 // builtins are sized so that rate ×1 is a light load on 8 simulated H100
-// engines (the calibrated Llama-3.1-8B profile), ×4 about what least-load
-// serves before its queues grow, and ×8 twice that (docs/study.md,
+// engines (the calibrated Llama-3.1-8B profile), ×2 about what least-load
+// serves before its queues grow, and ×4 twice that (docs/study.md,
 // "Workloads").
 var builtins = map[string]builtin{
 	// SGLang's generated-shared-prefix benchmark shape (64 groups of
