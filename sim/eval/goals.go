@@ -184,6 +184,7 @@ func goalSpill(b *strings.Builder, pol set) {
 		return
 	}
 	b.WriteString("| workload | load | routers | prefixring false spills (all spills) | chwbl-local false spills (all spills) | met |\n|---|---|---|---|---|---|\n")
+	var why []string
 	for _, r := range rows.where(func(r Result) bool { return r.Policy == prefixring }) {
 		local, ok := pol.at(loadPoint{r.Workload, r.RateScale}).where(func(x Result) bool { return x.Routers == r.Routers }).policy("chwbl-local")
 		lc := "—"
@@ -191,8 +192,15 @@ func goalSpill(b *strings.Builder, pol set) {
 			lc = fmt.Sprintf("%s (%.3f)", fptr(local.FalseSpillRate, 3), local.SpillRate)
 		}
 		fmt.Fprintf(b, "| %s | ×%g | %d | %s (%.3f) | %s | %s |\n", short(r.Workload), r.RateScale, r.Routers, fptr(r.FalseSpillRate, 3), r.SpillRate, lc, yes(*r.FalseSpillRate <= 0.01))
+		if *r.FalseSpillRate > 0.01 {
+			why = append(why, fmt.Sprintf("- %s ×%g: %.1f%% of requests spilled off a home within its bound; agreement %s, imbalance %.2f. A replica spills on what it has heard, up to an interval late, and near capacity the loads move most within an interval; a router with one view of every placement would not have spilled them (chwbl-local, blind to the other replicas: false spills and, in brackets, all spills %s).",
+				short(r.Workload), r.RateScale, 100**r.FalseSpillRate, fptr(r.Agreement, 3), r.Imbalance, lc))
+		}
 	}
 	b.WriteString("\n")
+	if len(why) > 0 {
+		b.WriteString(strings.Join(why, "\n") + "\n\n")
+	}
 }
 
 // goalOverload: at twice the capacity, throughput >= least-load's and hit
