@@ -115,16 +115,9 @@ func DefaultConfig(traces string, full bool) Config {
 		if full {
 			return []Grid{g}
 		}
-		var builtin, traces []string
-		for _, w := range g.Workloads {
-			if strings.HasPrefix(w, "trace:") {
-				traces = append(traces, w)
-			} else {
-				builtin = append(builtin, w)
-			}
-		}
+		traces := slices.DeleteFunc(slices.Clone(g.Workloads), func(w string) bool { return !isTrace(w) })
 		t := g
-		g.Workloads, t.Workloads = builtin, traces
+		g.Workloads, t.Workloads = slices.DeleteFunc(slices.Clone(g.Workloads), isTrace), traces
 		t.RateScales = slices.DeleteFunc(slices.Clone(t.RateScales), func(r float64) bool { return r < 1 || r >= 4 })
 		if len(traces) == 0 {
 			return []Grid{g}
@@ -138,9 +131,9 @@ func DefaultConfig(traces string, full bool) Config {
 			g.Routers = []int{1, 3, 8}
 		}
 	}))...)
-	if !full && slices.ContainsFunc(wls, func(w string) bool { return strings.HasPrefix(w, "trace:") }) {
+	if !full && slices.ContainsFunc(wls, isTrace) {
 		grids = append(grids, mk(GridOverload, func(g *Grid) {
-			g.Workloads = slices.DeleteFunc(slices.Clone(wls), func(w string) bool { return !strings.HasPrefix(w, "trace:") })
+			g.Workloads = slices.DeleteFunc(slices.Clone(wls), func(w string) bool { return !isTrace(w) })
 			g.Policies, g.RateScales = []string{"chwbl", "least-load", "round-robin"}, []float64{4}
 		}))
 	}
@@ -180,7 +173,7 @@ func DefaultConfig(traces string, full bool) Config {
 			g.GossipIntervals = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
 			if !full {
 				g.Workloads = slices.DeleteFunc(slices.Clone(g.Workloads), func(w string) bool {
-					return w != "shared-prefix" && !strings.HasPrefix(w, "trace:")
+					return w != "shared-prefix" && !isTrace(w)
 				})
 			} else {
 				g.RateScales, g.Views = []float64{1, 2}, append(g.Views, gossip.ViewExact)
@@ -225,7 +218,7 @@ func (g Grid) Validate() error {
 		}
 	}
 	for _, w := range g.Workloads {
-		if !slices.Contains(WorkloadNames, w) && !strings.HasPrefix(w, "trace:") {
+		if !slices.Contains(WorkloadNames, w) && !isTrace(w) {
 			return fmt.Errorf("eval: unknown workload %q (known: %s, trace:PATH)", w, strings.Join(WorkloadNames, ", "))
 		}
 	}

@@ -59,8 +59,16 @@ func goalBest(b *strings.Builder, pol set) {
 		}
 	}
 	fmt.Fprintf(b, "\nMet at %d of %d points.\n\n", met, total)
-	for _, w := range whys {
-		b.WriteString("- " + w + "\n")
+	bullets(b, whys)
+}
+
+// bullets writes a list of reasons, one bullet each, and a blank line.
+func bullets(b *strings.Builder, lines []string) {
+	if len(lines) == 0 {
+		return
+	}
+	for _, l := range lines {
+		b.WriteString("- " + l + "\n")
 	}
 	b.WriteString("\n")
 }
@@ -193,14 +201,12 @@ func goalSpill(b *strings.Builder, pol set) {
 		}
 		fmt.Fprintf(b, "| %s | ×%g | %d | %s (%.3f) | %s | %s |\n", short(r.Workload), r.RateScale, r.Routers, fptr(r.FalseSpillRate, 3), r.SpillRate, lc, yes(*r.FalseSpillRate <= 0.01))
 		if *r.FalseSpillRate > 0.01 {
-			why = append(why, fmt.Sprintf("- %s ×%g: %.1f%% of requests spilled off a home within its bound; agreement %s, imbalance %.2f. A replica spills on what it has heard, up to an interval late, and near capacity the loads move most within an interval; a router with one view of every placement would not have spilled them (chwbl-local, blind to the other replicas: false spills and, in brackets, all spills %s).",
+			why = append(why, fmt.Sprintf("%s ×%g: %.1f%% of requests spilled off a home within its bound; agreement %s, imbalance %.2f. A replica spills on what it has heard, up to an interval late, and near capacity the loads move most within an interval; a router with one view of every placement would not have spilled them (chwbl-local, blind to the other replicas: false spills and, in brackets, all spills %s).",
 				short(r.Workload), r.RateScale, 100**r.FalseSpillRate, fptr(r.Agreement, 3), r.Imbalance, lc))
 		}
 	}
 	b.WriteString("\n")
-	if len(why) > 0 {
-		b.WriteString(strings.Join(why, "\n") + "\n\n")
-	}
+	bullets(b, why)
 }
 
 // goalOverload: at twice the capacity, throughput >= least-load's and hit
@@ -224,12 +230,10 @@ func goalOverload(b *strings.Builder, pol set) {
 		met := c.OutputTokensPerS >= ll.OutputTokensPerS && c.HitRate > rr.HitRate
 		fmt.Fprintf(b, "| %s | %d | %.0f | %.0f | %.3f | %.3f | %s |\n", short(c.Workload), c.Routers, c.OutputTokensPerS, ll.OutputTokensPerS, c.HitRate, rr.HitRate, yes(met))
 		if !met {
-			why = append(why, fmt.Sprintf("- %s: throughput %.3f× least-load's, with imbalance (max/mean in flight) %.2f against its %.2f and hit %.3f against %.3f: prefixring keeps more of each engine's cache, least-load keeps every engine equally busy.",
+			why = append(why, fmt.Sprintf("%s: throughput %.3f× least-load's, with imbalance (max/mean in flight) %.2f against its %.2f and hit %.3f against %.3f: prefixring keeps more of each engine's cache, least-load keeps every engine equally busy.",
 				short(c.Workload), c.OutputTokensPerS/ll.OutputTokensPerS, c.Imbalance, ll.Imbalance, c.HitRate, ll.HitRate))
 		}
 	}
 	b.WriteString("\n")
-	if len(why) > 0 {
-		b.WriteString(strings.Join(why, "\n") + "\n\n")
-	}
+	bullets(b, why)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -106,7 +105,7 @@ func Run(cfg Config) ([]Result, error) {
 	}
 	cost := func(p point) float64 {
 		c := p.rateScale
-		if strings.HasPrefix(p.workload, "trace:") {
+		if isTrace(p.workload) {
 			c += 100
 		}
 		return c
@@ -301,7 +300,7 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 		return Result{}, err
 	}
 	ideal := func() float64 { return IdealHitRate(reqs, ec.BlockSize) }
-	if strings.HasPrefix(pt.workload, "trace:") { // single-turn sessions: the same requests whatever the policy
+	if isTrace(pt.workload) { // single-turn sessions: the same requests whatever the policy
 		ideal = func() float64 { return wl.ideal(pt.workload, pt.rateScale, reqs, ec.BlockSize) }
 	}
 	r := measure(res, reqs, ec.BlockSize, pt.endpoints, ideal)

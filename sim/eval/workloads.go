@@ -16,6 +16,9 @@ import (
 // trace:PATH.
 var WorkloadNames = []string{"shared-prefix", "multi-turn", "multi-turn-completions", "agentic"}
 
+// isTrace reports a trace:PATH workload.
+func isTrace(workload string) bool { return strings.HasPrefix(workload, "trace:") }
+
 // Duration is how long the built-in workloads send new sessions.
 const Duration = 60 * time.Second
 
