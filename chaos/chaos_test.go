@@ -13,7 +13,22 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines and, with CHAOS_TABLE=1, prints
+// every scenario's figures after all of them ran (a test for it could run
+// before the scenarios, whatever its name).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(tableAfter{m}) }
+
+type tableAfter struct{ m *testing.M }
+
+func (t tableAfter) Run() int {
+	code := t.m.Run()
+	if os.Getenv("CHAOS_TABLE") != "" {
+		table.mu.Lock()
+		fmt.Println(strings.Join(table.rows, "\n"))
+		table.mu.Unlock()
+	}
+	return code
+}
 
 var probeKeys = ProbeKeys(200)
 
@@ -30,15 +45,6 @@ func report(t *testing.T, format string, args ...any) {
 	table.mu.Lock()
 	table.rows = append(table.rows, line)
 	table.mu.Unlock()
-}
-
-func TestZZPrintTable(t *testing.T) {
-	if os.Getenv("CHAOS_TABLE") == "" {
-		t.Skip("CHAOS_TABLE=1 prints the scenarios' figures")
-	}
-	table.mu.Lock()
-	defer table.mu.Unlock()
-	fmt.Println(strings.Join(table.rows, "\n"))
 }
 
 // scenario runs body inside a synctest bubble on a started cluster, and

@@ -10,13 +10,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prefixring/prefixring/chaos/memnet"
 	"github.com/prefixring/prefixring/gossip"
-	"github.com/prefixring/prefixring/prefix"
 	"github.com/prefixring/prefixring/proxy"
 	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/router"
 	"github.com/prefixring/prefixring/sim/vllm"
 	"github.com/prefixring/prefixring/upstream"
 )
@@ -71,18 +72,18 @@ type Engine struct {
 	done      sync.WaitGroup
 }
 
-// Replica is one router replica: the production balancer, endpoint set,
-// gossip node and HTTP path, wired as `prefixring serve` wires them.
+// Replica is one router replica: the router that `prefixring serve` runs
+// (router.New and Run), on the in-memory networks. Bal, Set and Node are
+// its balancer, endpoint set and gossip node.
 type Replica struct {
-	Name, Addr, GossipAddr string
-	Bal                    *ring.Balancer
-	Set                    *upstream.Set
-	Node                   *gossip.Node
-	ln                     *Listener
-	http                   *http.Server
-	tr                     *http.Transport
-	stop                   context.CancelFunc
-	done                   sync.WaitGroup
+	Name, Addr, AdminAddr, GossipAddr string
+	Router                            *router.Replica
+	Bal                               *ring.Balancer
+	Set                               *upstream.Set
+	Node                              *gossip.Node
+	ln                                *Listener
+	stop                              context.CancelFunc
+	done                              chan error
 }
 
 // New builds the networks; Start brings up engines and replicas.
@@ -194,51 +195,40 @@ func (c *Cluster) transport() *http.Transport {
 	return tr
 }
 
-// StartReplica starts (or restarts) replica i with endpoints as its
-// static list, joining the others.
-func (c *Cluster) StartReplica(i int, endpoints []string) error {
-	name := fmt.Sprintf("r%d", i)
-	log := c.log.With("replica", name)
-	bal, err := ring.NewBalancer(c.cfg.Ring)
-	if err != nil {
-		return err
-	}
-	tr := c.transport()
-	set, err := upstream.NewSet(c.cfg.Health, upstream.Options{Transport: tr, Log: log})
-	if err != nil {
-		return err
-	}
-	mt, err := c.Gossip.Transport(gossipAddr(i))
-	if err != nil {
-		return err
-	}
+// ReplicaAdminAddr is replica i's admin address (metrics, debug routes,
+// the workers API).
+func ReplicaAdminAddr(i int) string { return fmt.Sprintf("10.0.0.%d:9090", i+1) }
+
+// routerConfig is replica i's configuration: the cluster's, with the
+// static endpoints given, gossip on the in-memory network and no drain
+// delay (nothing in front of the replicas needs time to notice a drain).
+func (c *Cluster) routerConfig(i int, endpoints []string, mt memberlist.NodeAwareTransport) router.Config {
+	rc := router.DefaultConfig()
+	rc.Ring, rc.Health, rc.Proxy = c.cfg.Ring, c.cfg.Health, c.cfg.Proxy
+	rc.Sources = router.Sources{Static: endpoints}
 	gc := c.cfg.Gossip
-	gc.NodeName, gc.BindAddr, gc.Transport, gc.Sink = name, gossipAddr(i), mt, set
+	gc.NodeName, gc.BindAddr, gc.Transport = fmt.Sprintf("r%d", i), gossipAddr(i), mt
 	gc.Join = nil
 	for j := range c.cfg.Replicas {
 		if j != i {
 			gc.Join = append(gc.Join, gossipAddr(j))
 		}
 	}
-	node, err := gossip.New(gc, bal, prometheus.NewRegistry(), log)
-	if err != nil {
-		return err
-	}
-	set.SetArbiter(node)
-	set.Subscribe(func(_, cur *upstream.Snapshot) {
-		eps := make([]ring.Endpoint, len(cur.Endpoints))
-		for k, e := range cur.Endpoints {
-			eps[k] = ring.Endpoint{ID: e.ID, Healthy: e.Healthy}
-		}
-		if err := bal.Update(eps); err != nil {
-			log.Error("endpoint set rejected", "err", err)
-		}
-	})
-	keyer, err := prefix.New(prefix.DefaultConfig())
-	if err != nil {
-		return err
-	}
-	router, err := proxy.NewRouter(c.cfg.Proxy, proxy.Deps{Picker: node, Keyer: keyer, Targets: set, Observer: set, Log: log, Transport: tr})
+	rc.Gossip = &gc
+	rc.Workers.Token = workersToken
+	rc.DrainDelay = 0
+	return rc
+}
+
+// workersToken is the bearer token of every replica's workers API.
+const workersToken = "chaos-admin-token"
+
+// StartReplica starts (or restarts) replica i with endpoints as its
+// static list, joining the others, and returns once it serves.
+func (c *Cluster) StartReplica(i int, endpoints []string) error {
+	name := fmt.Sprintf("r%d", i)
+	log := c.log.With("replica", name)
+	mt, err := c.Gossip.Transport(gossipAddr(i))
 	if err != nil {
 		return err
 	}
@@ -246,24 +236,30 @@ func (c *Cluster) StartReplica(i int, endpoints []string) error {
 	if err != nil {
 		return err
 	}
+	aln, err := c.HTTP.Listen(ReplicaAdminAddr(i))
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	rt, err := router.New(c.routerConfig(i, endpoints, mt), router.Options{
+		Log: log, Registry: prometheus.NewRegistry(), Transport: c.transport(),
+		Listener: ln, AdminListener: aln, Seed: c.cfg.Seed + uint64(i),
+	})
+	if err != nil {
+		_ = ln.Close()
+		_ = aln.Close()
+		return err
+	}
 	ctx, stop := context.WithCancel(context.Background())
-	r := &Replica{Name: name, Addr: ReplicaAddr(i), GossipAddr: gossipAddr(i), Bal: bal, Set: set, Node: node, ln: ln, tr: tr, stop: stop,
-		http: &http.Server{Handler: proxy.Public(router, proxy.Ops{Status: bal.Status})}}
-	if err := set.SetSource("static", endpoints); err != nil {
+	r := &Replica{Name: name, Addr: ReplicaAddr(i), AdminAddr: ReplicaAdminAddr(i), GossipAddr: gossipAddr(i),
+		Router: rt, Bal: rt.Balancer(), Set: rt.Endpoints(), Node: rt.Node(), ln: ln, stop: stop, done: make(chan error, 1)}
+	go func() { r.done <- rt.Run(ctx) }()
+	select {
+	case <-rt.Started():
+	case err := <-r.done:
 		stop()
 		return err
 	}
-	r.done.Go(func() { set.Run(ctx) })
-	if err := set.WaitDispatched(ctx); err != nil {
-		stop()
-		return err
-	}
-	if err := node.Start(ctx); err != nil {
-		stop()
-		r.done.Wait()
-		return err
-	}
-	r.done.Go(func() { _ = r.http.Serve(ln) })
 	c.mu.Lock()
 	c.reps[i] = r
 	c.mu.Unlock()
@@ -310,11 +306,9 @@ func (c *Cluster) CrashReplica(i int) {
 	}
 	c.Gossip.Crash(r.GossipAddr)
 	r.ln.Crash()
-	_ = r.http.Close()
-	_ = r.Node.Close()
+	r.Router.Close()
+	<-r.done
 	r.stop()
-	r.done.Wait()
-	r.tr.CloseIdleConnections()
 }
 
 // StopReplica stops replica i cleanly, as SIGTERM does: it stops taking
@@ -327,14 +321,8 @@ func (c *Cluster) StopReplica(i int) {
 	if r == nil {
 		return
 	}
-	_ = r.ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	_ = r.http.Shutdown(ctx)
-	cancel()
-	_ = r.Node.Leave(5 * time.Second)
 	r.stop()
-	r.done.Wait()
-	r.tr.CloseIdleConnections()
+	<-r.done
 }
 
 // Close stops everything and waits long enough for memberlist's last

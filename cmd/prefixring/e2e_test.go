@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prefixring/prefixring/internal/e2eproc"
+	"github.com/prefixring/prefixring/internal/e2etest"
 )
 
 // The end-to-end tests run the built binary in front of real HTTP upstreams
@@ -22,7 +23,7 @@ import (
 
 func startRouter(t *testing.T, args ...string) *e2eproc.Proc {
 	t.Helper()
-	return e2eproc.Serve(t, "router", append([]string{"--health-interval", "200ms"}, args...)...)
+	return e2etest.Serve(t, "router", append([]string{"--health-interval", "200ms"}, args...)...)
 }
 
 // upstreamFleet is n upstreams that answer after delay, or as handler says.

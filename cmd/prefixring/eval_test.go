@@ -7,14 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prefixring/prefixring/internal/e2eproc"
+	"github.com/prefixring/prefixring/internal/e2etest"
 )
 
 // prefixring eval writes the report folder and says where its page is;
 // a bad list value is refused by name.
 func TestEvalCommand(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "report")
-	out, err := exec.Command(e2eproc.Binary(t), "eval", "--out", dir, "--workload", "multi-turn", "--policies", "round-robin,chwbl", "--routers", "1",
+	out, err := exec.Command(e2etest.Binary(t), "eval", "--out", dir, "--workload", "multi-turn", "--policies", "round-robin,chwbl", "--routers", "1",
 		"--rate-scale", "1", "--load-factor", "1.25,2", "--requests", "200").CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -29,7 +29,7 @@ func TestEvalCommand(t *testing.T) {
 	}
 	for _, bad := range [][]string{{"--routers", "x"}, {"--policies", "nope"}, {"--workload", "nope"}, {"--gossip-interval", "fast"},
 		{"--signal", "bytes"}, {"--key", "first-3"}, {"--gossip-view", "local"}} {
-		out, err := exec.Command(e2eproc.Binary(t), append([]string{"eval", "--out", dir}, bad...)...).CombinedOutput()
+		out, err := exec.Command(e2etest.Binary(t), append([]string{"eval", "--out", dir}, bad...)...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), strings.TrimPrefix(bad[0], "--")) && !strings.Contains(string(out), bad[1]) {
 			t.Errorf("%v: %v\n%s", bad, err, out)
 		}

@@ -1,20 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
-	"net/http"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
 	"github.com/prefixring/prefixring/gossip"
-	"github.com/prefixring/prefixring/policy"
-	"github.com/prefixring/prefixring/proxy"
-	"github.com/prefixring/prefixring/ring"
-	"github.com/prefixring/prefixring/upstream"
 )
 
 // gossipFlags are the flags of the gossip cluster. Gossip is on when
@@ -36,100 +27,31 @@ func gossipFlags() []cli.Flag {
 	}
 }
 
-// gossipConfig reads the gossip flags; ok is false when gossip is off.
-func gossipConfig(c *cli.Context) (cfg gossip.Config, ok bool, err error) {
+// gossipConfig reads the gossip flags; nil when gossip is off.
+func gossipConfig(c *cli.Context) (*gossip.Config, error) {
 	if c.String("gossip-bind") == "" {
 		for _, f := range []string{"join", "gossip-key", "gossip-advertise", "gossip-view"} {
 			if c.IsSet(f) {
-				return cfg, false, fmt.Errorf("--%s needs --gossip-bind", f)
+				return nil, fmt.Errorf("--%s needs --gossip-bind", f)
 			}
 		}
-		return cfg, false, nil
+		return nil, nil
 	}
 	key, err := gossip.ParseKey(c.String("gossip-key"))
 	if err != nil {
-		return cfg, false, fmt.Errorf("--gossip-key: %w", err)
+		return nil, fmt.Errorf("--gossip-key: %w", err)
 	}
-	cfg = gossip.DefaultConfig()
+	cfg := gossip.DefaultConfig()
 	cfg.NodeName, cfg.BindAddr, cfg.AdvertiseAddr = c.String("node-name"), c.String("gossip-bind"), c.String("gossip-advertise")
 	cfg.Join, cfg.Key = c.StringSlice("join"), key
 	cfg.Interval, cfg.PushPull = c.Duration("gossip-interval"), c.Duration("gossip-push-pull")
 	cfg.SketchInterval = c.Duration("sketch-interval")
 	if cfg.View, err = gossip.ParseViewMode(c.String("gossip-view")); err != nil {
-		return cfg, false, fmt.Errorf("--gossip-view: %w", err)
+		return nil, fmt.Errorf("--gossip-view: %w", err)
 	}
 	cfg.RejoinInterval, cfg.StaleAfter = c.Duration("gossip-rejoin-interval"), c.Duration("gossip-stale-after")
 	if cfg.StaleAfter <= cfg.Heartbeat {
-		return cfg, false, fmt.Errorf("--gossip-stale-after %v must exceed the %v heartbeat", cfg.StaleAfter, cfg.Heartbeat)
+		return nil, fmt.Errorf("--gossip-stale-after %v must exceed the %v heartbeat", cfg.StaleAfter, cfg.Heartbeat)
 	}
-	return cfg, true, cfg.Validate()
-}
-
-// clusterWiring is what serve needs from gossip. With gossip off, it passes
-// the balancer through unchanged.
-type clusterWiring struct {
-	node *gossip.Node // nil: gossip off
-	// Picker, HealthSink and SetEndpoints replace the balancer's own in the
-	// proxy wiring: with gossip on, they go through the cluster verdict.
-	Picker policy.Picker
-	// Extra are routes to add to the ops mux (/debug/cluster).
-	Extra map[string]http.Handler
-}
-
-// newClusterWiring builds the gossip node, when gossip is on, between the
-// endpoint set and the balancer: the set reports this replica's
-// observations to the node, and the node hands the cluster's verdict back
-// to the set.
-func newClusterWiring(c *cli.Context, bal *ring.Balancer, set *upstream.Set, keying *proxy.Keying, reg prometheus.Registerer, log *slog.Logger) (*clusterWiring, error) {
-	w := &clusterWiring{Picker: bal, Extra: map[string]http.Handler{}}
-	cfg, on, err := gossipConfig(c)
-	if err != nil || !on {
-		return w, err
-	}
-	cfg.Sink = set
-	n, err := gossip.New(cfg, bal, reg, log)
-	if err != nil {
-		return nil, err
-	}
-	set.SetArbiter(n)
-	if keying.Sketching() {
-		// Every replica keys with the union of the published summaries.
-		n.ShareSketch(keying, keying.SetCommon)
-	}
-	w.node, w.Picker = n, n
-	w.Extra["GET /debug/cluster"] = n.DebugHandler()
-	return w, nil
-}
-
-// degraded says why the replica routes less well than it should, or "".
-func (w *clusterWiring) degraded() string {
-	if w.node != nil && w.node.Isolated() {
-		return "gossip isolated: discovery names other replicas but none accepted this one (check --gossip-key); routing on this replica's own counts"
-	}
-	return ""
-}
-
-// start joins the cluster; a no-op with gossip off.
-func (w *clusterWiring) start(ctx context.Context, log *slog.Logger) error {
-	if w.node == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := w.node.Start(ctx); err != nil {
-		return err
-	}
-	log.Info("gossip started", "node", w.node.Name())
-	return nil
-}
-
-// leave leaves the cluster cleanly, so peers drop this replica's counts at
-// once rather than after the failure detector or staleness notices.
-func (w *clusterWiring) leave(log *slog.Logger) {
-	if w.node == nil {
-		return
-	}
-	if err := w.node.Leave(5 * time.Second); err != nil {
-		log.Warn("gossip leave", "err", err)
-	}
+	return &cfg, cfg.Validate()
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prefixring/prefixring/internal/e2eproc"
+	"github.com/prefixring/prefixring/internal/e2etest"
 )
 
 // GET /debug/pick answers where keys would go, the same each time, without
@@ -19,7 +19,7 @@ func TestDebugPick(t *testing.T) {
 		t.Cleanup(s.Close)
 		urls = append(urls, s.URL)
 	}
-	p := e2eproc.Serve(t, "pick", "--endpoints", strings.Join(urls, ","))
+	p := e2etest.Serve(t, "pick", "--endpoints", strings.Join(urls, ","))
 	get := func(q string) (int, map[string]any) {
 		resp, err := http.Get(p.Admin + "/debug/pick?key=" + q)
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prefixring/prefixring/internal/e2eproc"
+	"github.com/prefixring/prefixring/internal/e2etest"
 )
 
 // --policy round-robin sends one prompt to every endpoint in turn; the
@@ -43,7 +43,7 @@ func TestPolicyFlag(t *testing.T) {
 			t.Errorf("%v: one prompt went to %d endpoints %v, want %d", tc.args, len(seen), seen, tc.want)
 		}
 	}
-	out, err := exec.Command(e2eproc.Binary(t), "serve", "--policy", "nope", "--endpoints", f.urls()).CombinedOutput()
+	out, err := exec.Command(e2etest.Binary(t), "serve", "--policy", "nope", "--endpoints", f.urls()).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), `unknown policy "nope"`) {
 		t.Fatalf("--policy nope: %v\n%s", err, out)
 	}
@@ -55,7 +55,7 @@ func TestLoadThroughTheRouter(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
-	bin := e2eproc.Binary(t)
+	bin := e2etest.Binary(t)
 	sims := startSims(t, 2)
 	r := startRouter(t, "--endpoints", strings.Join(sims, ","))
 	dir := t.TempDir()
@@ -100,7 +100,7 @@ func TestLoadThroughTheRouter(t *testing.T) {
 func startSims(t *testing.T, n int) []string {
 	var urls []string
 	for i := range n {
-		urls = append(urls, e2eproc.Sim(t, fmt.Sprintf("sim-%d", i), "--log-level", "info").URL)
+		urls = append(urls, e2etest.Sim(t, fmt.Sprintf("sim-%d", i), "--log-level", "info").URL)
 	}
 	return urls
 }

@@ -1,19 +1,11 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
-	"slices"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,9 +13,8 @@ import (
 	"github.com/prefixring/prefixring/prefix"
 	"github.com/prefixring/prefixring/proxy"
 	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/router"
 	"github.com/prefixring/prefixring/upstream"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 )
 
@@ -99,20 +90,6 @@ func newLogger(c *cli.Context) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", c.String("log-format"))
 }
 
-// replica is one router's wiring, built from flags.
-type replica struct {
-	log       *slog.Logger
-	reg       *prometheus.Registry
-	balancer  *ring.Balancer
-	endpoints *upstream.Set
-	transport *http.Transport
-	public    *proxy.Server
-	admin     http.Handler
-	draining  atomic.Bool
-	cluster   *clusterWiring // gossip; passes the balancer through when off
-	keying    *proxy.Keying
-}
-
 // ringConfig reads the bound's flags.
 func ringConfig(c *cli.Context) (ring.Config, error) {
 	rc := ring.DefaultConfig()
@@ -130,91 +107,43 @@ func ringConfig(c *cli.Context) (ring.Config, error) {
 	return rc, rc.Validate()
 }
 
-// newKeying reads the key's flags.
-func newKeying(c *cli.Context) (*proxy.Keying, error) {
-	kc := prefix.DefaultConfig()
-	kc.MaxChars, kc.PromptChars, kc.SharedChars = c.Int("prefix-chars"), c.Int("prompt-chars"), c.Int("shared-chars")
-	var sk *prefix.Sketch
-	if c.Bool("sketch") {
-		sk = prefix.NewSketch(c.Int("sketch-fanout"), 0)
+// routerConfig turns serve's flags into the replica's configuration.
+func routerConfig(c *cli.Context) (router.Config, error) {
+	cfg := router.DefaultConfig()
+	var err error
+	if cfg.Ring, err = ringConfig(c); err != nil {
+		return cfg, err
 	}
-	return proxy.NewKeying(kc, sk)
-}
+	cfg.Listen, cfg.AdminListen, cfg.Pprof, cfg.Policy = c.String("listen"), c.String("admin-listen"), c.Bool("pprof"), c.String("policy")
+	cfg.Key.MaxChars, cfg.Key.PromptChars, cfg.Key.SharedChars = c.Int("prefix-chars"), c.Int("prompt-chars"), c.Int("shared-chars")
+	cfg.Sketch = router.SketchConfig{Enabled: c.Bool("sketch"), Fanout: c.Int("sketch-fanout"), Epoch: c.Duration("sketch-epoch")}
 
-func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
-	rc, err := ringConfig(c)
-	if err != nil {
-		return nil, err
-	}
-	bal, err := ring.NewBalancer(rc)
-	if err != nil {
-		return nil, err
-	}
-	keying, err := newKeying(c)
-	if err != nil {
-		return nil, err
-	}
-	r := &replica{log: log, reg: prometheus.NewRegistry(), balancer: bal, keying: keying}
-	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := proxy.NewMetrics(r.reg, bal.Status)
-
-	hc := upstream.DefaultHealthConfig()
-	hc.Interval, hc.Timeout = c.Duration("health-interval"), c.Duration("health-timeout")
-	hc.Path, hc.FailureThreshold = c.String("health-path"), c.Int("failure-threshold")
-	hc.BaseEjection, hc.MaxEjection = c.Duration("ejection-time"), c.Duration("max-ejection-time")
-	um := upstream.NewMetrics(r.reg)
-	if r.endpoints, err = upstream.NewSet(hc, upstream.Options{Metrics: um, Log: log}); err != nil {
-		return nil, err
-	}
-	if r.cluster, err = newClusterWiring(c, bal, r.endpoints, keying, r.reg, log); err != nil {
-		return nil, err
-	}
-	r.endpoints.Subscribe(func(old, cur *upstream.Snapshot) {
-		applySnapshot(bal, old, cur, log)
-		for _, id := range removed(old, cur) {
-			metrics.ForgetEndpoint(id)
-			um.ForgetEndpoint(id)
-		}
-	})
-
-	pc := proxy.DefaultConfig()
+	pc := &cfg.Proxy
 	pc.MaxBodyBytes, pc.MaxRetries = c.Int64("max-body-bytes"), c.Int("max-retries")
 	pc.SessionHeader, pc.RoutingHeaders = c.String("session-header"), c.Bool("routing-headers")
 	pc.ClientBodyTimeout, pc.RetryTimeout = c.Duration("client-body-timeout"), c.Duration("retry-timeout")
 	pc.UpstreamTimeout = c.Duration("upstream-timeout")
-	pc.Blocks = policy.ReadsBlocks(c.String("policy"))
-	r.transport = proxy.NewTransport(pc)
-	picker, err := policy.New(c.String("policy"), r.cluster.Picker, bal, uint64(time.Now().UnixNano()))
-	if err != nil {
-		return nil, err
+	cfg.Server.IdleTimeout, cfg.Server.MaxConnections = c.Duration("client-idle-timeout"), c.Int("max-connections")
+
+	hc := &cfg.Health
+	hc.Interval, hc.Timeout = c.Duration("health-interval"), c.Duration("health-timeout")
+	hc.Path, hc.FailureThreshold = c.String("health-path"), c.Int("failure-threshold")
+	hc.BaseEjection, hc.MaxEjection = c.Duration("ejection-time"), c.Duration("max-ejection-time")
+
+	cfg.Sources = router.Sources{
+		Static: c.StringSlice("endpoints"),
+		DNS:    c.String("endpoints-dns"), DNSInterval: c.Duration("dns-interval"),
+		File: c.String("endpoints-file"), FileInterval: c.Duration("endpoints-file-interval"),
 	}
-	deps := proxy.Deps{
-		Picker: picker, Keyer: keying, Targets: r.endpoints, Observer: r.endpoints, Metrics: metrics, Log: log,
-		Transport: r.transport,
+	cfg.DrainDelay, cfg.DrainTimeout = c.Duration("drain-delay"), c.Duration("drain-timeout")
+	if cfg.Gossip, err = gossipConfig(c); err != nil {
+		return cfg, err
 	}
-	if keying.Sketching() {
-		deps.Sketch = keying
+	cfg.Workers.Mode = c.String("workers-api")
+	if cfg.Workers.Token, err = adminToken(c); err != nil {
+		return cfg, err
 	}
-	router, err := proxy.NewRouter(pc, deps)
-	if err != nil {
-		return nil, err
-	}
-	ops := proxy.Ops{
-		Gatherer: r.reg, Status: bal.Status, LoadFactor: rc.LoadFactor, Draining: r.draining.Load,
-		Extra: r.cluster.Extra, Pprof: c.Bool("pprof"), Degraded: r.cluster.degraded,
-	}
-	if ops.Workers, ops.PublicWorkers, err = newWorkersAPI(c, bal, r.endpoints, r.cluster, log); err != nil {
-		return nil, err
-	}
-	ops.Extra["GET /debug/endpoints"] = jsonHandler(func() any { return r.endpoints.Health() })
-	ops.Extra["GET /debug/pick"] = pickHandler(bal)
-	sc := proxy.DefaultServerConfig()
-	sc.IdleTimeout, sc.MaxConnections = c.Duration("client-idle-timeout"), c.Int("max-connections")
-	if r.public, err = proxy.NewServer(sc, proxy.Public(router, ops), log); err != nil {
-		return nil, err
-	}
-	r.admin = proxy.Admin(ops)
-	return r, nil
+	return cfg, cfg.Validate()
 }
 
 func serve(c *cli.Context) error {
@@ -222,216 +151,15 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	static, dns, file := c.StringSlice("endpoints"), c.String("endpoints-dns"), c.String("endpoints-file")
-	if len(static) == 0 && dns == "" && file == "" && c.String("workers-api") != "public" {
-		return errors.New("no endpoints: give --endpoints, --endpoints-dns, --endpoints-file, or --workers-api public to start empty and take workers registered through /workers")
+	cfg, err := routerConfig(c)
+	if err != nil {
+		return err
 	}
-	r, err := newReplica(c, log)
+	r, err := router.New(cfg, router.Options{Log: log})
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	bg, cancelBG := context.WithCancel(context.Background())
-	defer cancelBG()
-
-	if err := r.endpoints.SetSource("static", static); err != nil {
-		return fmt.Errorf("--endpoints: %w", err)
-	}
-	if dns != "" {
-		src := upstream.DNSSource{Name: dns, Resolver: net.DefaultResolver}
-		go src.Watch(bg, c.Duration("dns-interval"), r.endpoints, log)
-	}
-	if file != "" {
-		src := upstream.FileSource{Path: file}
-		if _, err := src.Load(); err != nil {
-			return fmt.Errorf("--endpoints-file: %w", err)
-		}
-		go src.Watch(bg, c.Duration("endpoints-file-interval"), r.endpoints, log)
-	}
-	go r.endpoints.Run(bg)
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	err = r.endpoints.WaitDispatched(wctx)
-	wcancel()
-	if err != nil {
-		return fmt.Errorf("endpoints not applied: %w", err)
-	}
-	if err := r.cluster.start(ctx, log); err != nil {
-		return err
-	}
-	defer r.cluster.leave(log)
-	if r.keying.Sketching() {
-		go runSketch(bg, r.keying, c.Duration("sketch-epoch"), r.cluster.node == nil)
-	}
-
-	stopAdmin, err := serveAdmin(c.String("admin-listen"), r.admin, log)
-	if err != nil {
-		return err
-	}
-	defer stopAdmin()
-	ln, err := net.Listen("tcp", c.String("listen"))
-	if err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.public.Serve(ln) }()
-	log.Info("serving", "listen", ln.Addr().String())
-
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	r.drain(c.Duration("drain-delay"), c.Duration("drain-timeout"), done, log)
-	return nil
-}
-
-// sketchRefresh is how often a replica without gossip rebuilds its table of
-// shared prefixes from its own sketch (with gossip, each publication does).
-const sketchRefresh = time.Second
-
-// runSketch starts a new sketch epoch every epoch and, alone, rebuilds the
-// table of shared prefixes from the sketch every sketchRefresh, until ctx
-// ends.
-func runSketch(ctx context.Context, k *proxy.Keying, epoch time.Duration, alone bool) {
-	rotate := time.NewTicker(epoch)
-	defer rotate.Stop()
-	var refresh <-chan time.Time
-	if alone {
-		t := time.NewTicker(sketchRefresh)
-		defer t.Stop()
-		refresh = t.C
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-rotate.C:
-			k.Rotate()
-		case <-refresh:
-			k.SetCommon(k.Local())
-		}
-	}
-}
-
-// drain stops the replica gracefully: /readyz fails at once while new
-// requests are still served for delay (a Kubernetes Service needs that long
-// to take the pod out of its endpoints; connections close after their
-// current response, so clients reconnect elsewhere), then the listener
-// closes and in-flight requests and streams get up to timeout to finish.
-func (r *replica) drain(delay, timeout time.Duration, done <-chan error, log *slog.Logger) {
-	r.draining.Store(true)
-	r.public.SetKeepAlivesEnabled(false)
-	log.Info("draining: not ready, still serving", "delay", delay, "timeout", timeout)
-	select {
-	case <-time.After(delay):
-	case err := <-done:
-		log.Error("listener stopped during the drain delay", "err", err)
-	}
-	log.Info("draining: listener closed, finishing in-flight requests")
-	sctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := r.public.Shutdown(sctx); err != nil {
-		log.Warn("drain deadline passed; closing remaining connections", "err", err)
-		r.public.Close()
-	}
-	r.transport.CloseIdleConnections()
-	log.Info("stopped")
-}
-
-// pickHandler answers where each of the keys in ?key=K1,K2,... (decimal
-// uint64 affinity keys) would go now, through the bound as the replica
-// reads it, without keeping a request there (and without counting one in
-// the metrics): chaos runs compare the replicas' answers.
-func pickHandler(bal *ring.Balancer) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		picks := map[string]string{}
-		for _, f := range strings.Split(r.URL.Query().Get("key"), ",") {
-			if f == "" {
-				continue
-			}
-			k, err := strconv.ParseUint(f, 10, 64)
-			if err != nil || len(picks) >= 10000 {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusBadRequest)
-				_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
-					"message": fmt.Sprintf("key %q: want up to 10000 comma-separated decimal uint64 keys", f),
-					"type":    "invalid_request_error", "param": "key", "code": "invalid_key"}})
-				return
-			}
-			l, err := bal.Acquire(ring.Request{Key: k, Keyed: true})
-			if err != nil {
-				picks[f] = ""
-				continue
-			}
-			l.Release()
-			picks[f] = l.Endpoint
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"picks": picks})
-	})
-}
-
-// jsonHandler serves what v returns as JSON.
-func jsonHandler(v func() any) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(v())
-	})
-}
-
-// applySnapshot hands the endpoint set and its health to the balancer in
-// one update (on the set's dispatch goroutine: a ring rebuild never holds up
-// a probe, a source or the gossip loop) and logs what changed.
-func applySnapshot(bal *ring.Balancer, old, cur *upstream.Snapshot, log *slog.Logger) {
-	eps := make([]ring.Endpoint, len(cur.Endpoints))
-	for i, e := range cur.Endpoints {
-		eps[i] = ring.Endpoint{ID: e.ID, Healthy: e.Healthy}
-	}
-	if err := bal.Update(eps); err != nil {
-		log.Error("endpoint set rejected", "err", err)
-		return
-	}
-	if !slices.Equal(old.IDs(), cur.IDs()) {
-		log.Info("endpoints", "count", len(cur.Endpoints), "ids", strings.Join(cur.IDs(), ","))
-	}
-	for _, e := range cur.Endpoints {
-		if was, ok := old.Get(e.ID); ok && was.Healthy != e.Healthy {
-			log.Info("endpoint routed", "endpoint", e.ID, "healthy", e.Healthy)
-		}
-	}
-}
-
-// removed lists the endpoints of old that cur no longer routes to.
-func removed(old, cur *upstream.Snapshot) []string {
-	var out []string
-	for _, e := range old.Endpoints {
-		if _, ok := cur.Get(e.ID); !ok {
-			out = append(out, e.ID)
-		}
-	}
-	return out
-}
-
-// serveAdmin serves the admin routes on addr (none when addr is empty) and
-// returns the function that stops them.
-func serveAdmin(addr string, h http.Handler, log *slog.Logger) (stop func(), err error) {
-	if addr == "" {
-		return func() {}, nil
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--admin-listen: %w", err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("admin listener stopped", "err", err)
-		}
-	}()
-	log.Info("admin", "listen", ln.Addr().String())
-	return func() { srv.Close() }, nil
+	return r.Run(ctx)
 }

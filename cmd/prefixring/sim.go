@@ -1,21 +1,15 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os/signal"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
-	"time"
 
 	"github.com/prefixring/prefixring/sim/engine"
 	"github.com/prefixring/prefixring/sim/vllm"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 )
 
@@ -117,42 +111,18 @@ func runSim(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	var wg sync.WaitGroup
-	errs := make(chan error, len(addrs))
-	for i, addr := range addrs {
+	var lns []net.Listener
+	for _, addr := range addrs {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			stop()
-			wg.Wait()
-			return err
-		}
-		one := cfg
-		one.Seed = cfg.Seed + uint64(i)
-		reg := prometheus.NewRegistry()
-		s, err := vllm.New(one, reg, reg)
-		if err != nil {
-			return err
-		}
-		srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-		wg.Add(2)
-		go func() { defer wg.Done(); s.Run(ctx) }()
-		go func() {
-			defer wg.Done()
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errs <- fmt.Errorf("%s: %w", addr, err)
+			for _, l := range lns {
+				_ = l.Close()
 			}
-		}()
-		context.AfterFunc(ctx, func() { _ = srv.Close() })
-		log.Info("simulated vLLM server listening", "addr", "http://"+ln.Addr().String(), "model", one.Model,
-			"profile", one.Engine.Profile.Name, "kv_blocks", one.Engine.Blocks())
+			return err
+		}
+		lns = append(lns, ln)
 	}
-	select {
-	case <-ctx.Done():
-	case err = <-errs:
-		stop()
-	}
-	wg.Wait()
-	return err
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return vllm.ServeAll(ctx, cfg, lns, log)
 }

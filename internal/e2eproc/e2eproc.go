@@ -1,46 +1,18 @@
-// Package e2eproc builds the prefixring binary and runs it as a separate
-// process for end-to-end tests, on 127.0.0.1 only.
+// Package e2eproc runs the prefixring binary as a separate process, on
+// 127.0.0.1 only: for the demo, the real-process chaos runs and (through
+// package e2etest, which adds what needs package testing) the end-to-end
+// tests. It does not import testing, so the binary that links it does not
+// either.
 package e2eproc
 
 import (
 	"bufio"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
-	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// Binary builds prefixring, with the race detector, once per test binary.
-func Binary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "prefixring-e2e")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "prefixring")
-		out, err := exec.Command("go", "build", "-race", "-o", binPath, "github.com/prefixring/prefixring/cmd/prefixring").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
 
 // Proc is a running `prefixring serve` or `prefixring sim`.
 type Proc struct {
@@ -57,44 +29,8 @@ var (
 	simRe     = regexp.MustCompile(`msg="simulated vLLM server listening" addr=(\S+)`)
 )
 
-// Serve starts `prefixring serve --listen 127.0.0.1:0 --admin-listen
-// 127.0.0.1:0 args...` and waits until it listens. The test's cleanup
-// kills it.
-func Serve(t testing.TB, name string, args ...string) *Proc {
-	t.Helper()
-	return forTest(t, name, LaunchServe)(args...)
-}
-
-// Sim starts `prefixring sim --listen 127.0.0.1:0 args...` (one simulated
-// vLLM server) and waits until it listens; URL is its root.
-func Sim(t testing.TB, name string, args ...string) *Proc {
-	t.Helper()
-	return forTest(t, name, LaunchSim)(args...)
-}
-
-func forTest(t testing.TB, name string, launch func(bin, name string, logf func(string), args ...string) (*Proc, error)) func(args ...string) *Proc {
-	return func(args ...string) *Proc {
-		t.Helper()
-		var logf func(string)
-		if testing.Verbose() {
-			logf = func(line string) { t.Log(name, line) }
-		}
-		p, err := launch(Binary(t), name, logf, args...)
-		if p != nil {
-			t.Cleanup(func() {
-				_ = p.Cmd.Process.Kill()
-				p.Exit(time.Minute)
-			})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-}
-
 // LaunchServe runs `bin serve` on 127.0.0.1 ports of its own choosing, as
-// [Serve] does, outside tests (the demo). Stop it with [Proc.Stop].
+// e2etest.Serve does, outside tests (the demo). Stop it with [Proc.Stop].
 func LaunchServe(bin, name string, logf func(string), args ...string) (*Proc, error) {
 	p, got, err := Launch(bin, name, append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, args...), logf, adminRe, servingRe)
 	if err == nil {
@@ -104,7 +40,7 @@ func LaunchServe(bin, name string, logf func(string), args ...string) (*Proc, er
 }
 
 // LaunchSim runs `bin sim` on a 127.0.0.1 port of its own choosing, as
-// [Sim] does, outside tests.
+// e2etest.Sim does, outside tests.
 func LaunchSim(bin, name string, logf func(string), args ...string) (*Proc, error) {
 	p, got, err := Launch(bin, name, append([]string{"sim", "--listen", "127.0.0.1:0"}, args...), logf, simRe)
 	if err == nil {

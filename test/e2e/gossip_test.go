@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prefixring/prefixring/internal/e2eproc"
+	"github.com/prefixring/prefixring/internal/e2etest"
 )
 
 // proc is a replica: a running `prefixring serve` with its node name.
@@ -31,7 +32,7 @@ func startServe(t *testing.T, name string, args ...string) *proc {
 	// No drain delay: a replica leaves the cluster once it has drained,
 	// and these tests watch the leave, not the drain.
 	args = append([]string{"--health-interval", "200ms", "--node-name", name, "--log-level", "info", "--drain-delay", "0s"}, args...)
-	return &proc{Proc: e2eproc.Serve(t, name, args...), name: name}
+	return &proc{Proc: e2etest.Serve(t, name, args...), name: name}
 }
 
 // clusterView is the part of /debug/cluster the test reads.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prefixring/prefixring/internal/e2eproc"
+	"github.com/prefixring/prefixring/internal/e2etest"
 )
 
 // logBook keeps every stderr line of the processes it is handed.
@@ -38,7 +39,7 @@ func (b *logBook) text() string {
 func startLogged(t *testing.T, logs *logBook, name string, args ...string) *proc {
 	t.Helper()
 	args = append([]string{"--health-interval", "200ms", "--node-name", name, "--log-level", "debug", "--drain-delay", "0s"}, args...)
-	p, err := e2eproc.LaunchServe(e2eproc.Binary(t), name, logs.add(name), args...)
+	p, err := e2eproc.LaunchServe(e2etest.Binary(t), name, logs.add(name), args...)
 	if p != nil {
 		t.Cleanup(func() {
 			_ = p.Cmd.Process.Kill()

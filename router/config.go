@@ -1,0 +1,146 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prefixring/prefixring/gossip"
+	"github.com/prefixring/prefixring/policy"
+	"github.com/prefixring/prefixring/prefix"
+	"github.com/prefixring/prefixring/proxy"
+	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/upstream"
+)
+
+// Config is everything that shapes a replica, as `prefixring serve`'s flags
+// set it. The zero value is not useful; start from [DefaultConfig].
+type Config struct {
+	// Listen is the API listener's address (OpenAI API, /healthz,
+	// /readyz); ignored when [Options.Listener] is set.
+	Listen string
+	// AdminListen is the admin listener's address (/metrics, /debug/*,
+	// the workers API); empty: no admin listener. Ignored when
+	// [Options.AdminListener] is set.
+	AdminListen string
+	// Pprof serves Go's profiler under /debug/pprof/ on the admin listener.
+	Pprof bool
+
+	// Policy names the routing policy ([policy.Names]).
+	Policy string
+	Ring   ring.Config
+	Key    prefix.Config
+	Sketch SketchConfig
+	Proxy  proxy.Config
+	Server proxy.ServerConfig
+	Health upstream.HealthConfig
+	// Sources are where the endpoints come from, besides the workers API.
+	Sources Sources
+	// Gossip, when set, makes the replica a member of a gossip cluster;
+	// nil: it balances on its own counts.
+	Gossip *gossip.Config
+	// Workers is the workers API.
+	Workers WorkersConfig
+
+	// DrainDelay is how long /readyz fails, while new requests are still
+	// served, before the listener closes (a Kubernetes Service needs that
+	// long to take the pod out of its endpoints).
+	DrainDelay time.Duration
+	// DrainTimeout is how long in-flight requests and streams may finish
+	// after the listener closed.
+	DrainTimeout time.Duration
+}
+
+// SketchConfig shapes the shared-prefix sketch the key learns from.
+type SketchConfig struct {
+	// Enabled learns shared prefixes from the traffic and keys past them.
+	Enabled bool
+	// Fanout is how many distinct continuations make a prefix shared.
+	Fanout int
+	// Epoch: the sketch forgets a prefix not seen for two epochs.
+	Epoch time.Duration
+}
+
+// Sources are the endpoint sources; all are routed together.
+type Sources struct {
+	// Static are endpoint roots (http://10.0.0.7:8000, optionally
+	// label=URL).
+	Static []string
+	// DNS is host:port (A/AAAA) or an SRV name, re-resolved every
+	// DNSInterval.
+	DNS         string
+	DNSInterval time.Duration
+	// File holds one endpoint a line, re-read every FileInterval.
+	File         string
+	FileInterval time.Duration
+}
+
+// Workers API modes.
+const (
+	WorkersOff    = "off"
+	WorkersAdmin  = "admin"
+	WorkersPublic = "public"
+)
+
+// WorkersConfig is the SGLang-gateway-compatible workers API.
+type WorkersConfig struct {
+	// Mode is WorkersAdmin (the admin listener), WorkersPublic (the API
+	// listener too) or WorkersOff.
+	Mode string
+	// Token, when set, is the bearer token every call needs; empty: only
+	// loopback clients are served.
+	Token string
+}
+
+// DefaultConfig is `prefixring serve` without flags.
+func DefaultConfig() Config {
+	return Config{
+		Listen: ":8080", AdminListen: ":9090", Policy: policy.Default,
+		Ring: ring.DefaultConfig(), Key: prefix.DefaultConfig(),
+		Sketch: SketchConfig{Enabled: true, Fanout: 4, Epoch: 10 * time.Minute},
+		Proxy:  proxy.DefaultConfig(), Server: proxy.DefaultServerConfig(), Health: upstream.DefaultHealthConfig(),
+		Sources:    Sources{DNSInterval: 10 * time.Second, FileInterval: 5 * time.Second},
+		Workers:    WorkersConfig{Mode: WorkersAdmin},
+		DrainDelay: 5 * time.Second, DrainTimeout: 20 * time.Second,
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (c Config) Validate() error {
+	s := c.Sources
+	switch {
+	case len(s.Static) == 0 && s.DNS == "" && s.File == "" && c.Workers.Mode != WorkersPublic:
+		return errors.New("no endpoints: give static endpoints, a DNS name, an endpoints file, or the public workers API to start empty and take workers registered through /workers")
+	case s.DNS != "" && s.DNSInterval <= 0:
+		return fmt.Errorf("DNS interval %v: must be positive", s.DNSInterval)
+	case s.File != "" && s.FileInterval <= 0:
+		return fmt.Errorf("endpoints file interval %v: must be positive", s.FileInterval)
+	case c.Sketch.Enabled && (c.Sketch.Fanout < 2 || c.Sketch.Epoch <= 0):
+		return fmt.Errorf("sketch fanout %d, epoch %v: want a fanout of at least 2 and a positive epoch", c.Sketch.Fanout, c.Sketch.Epoch)
+	case c.DrainDelay < 0 || c.DrainTimeout < 0:
+		return fmt.Errorf("drain delay %v, timeout %v: must not be negative", c.DrainDelay, c.DrainTimeout)
+	}
+	switch c.Workers.Mode {
+	case WorkersOff, WorkersAdmin, WorkersPublic:
+	default:
+		return fmt.Errorf("workers API %q: want admin, public or off", c.Workers.Mode)
+	}
+	if !slices.Contains(policy.Names, c.Policy) {
+		return fmt.Errorf("policy %q: want one of %s", c.Policy, strings.Join(policy.Names, ", "))
+	}
+	if err := c.Ring.Validate(); err != nil {
+		return err
+	}
+	if err := c.Proxy.Validate(); err != nil {
+		return err
+	}
+	if err := c.Server.Validate(); err != nil {
+		return err
+	}
+	if c.Gossip != nil {
+		return c.Gossip.Validate()
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package router
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/upstream"
+)
+
+// debugRoutes are the admin routes beside /metrics and /debug/ring.
+func (r *Replica) debugRoutes() map[string]http.Handler {
+	routes := map[string]http.Handler{
+		"GET /debug/endpoints": jsonHandler(func() any { return r.endpoints.Health() }),
+		"GET /debug/pick":      pickHandler(r.balancer),
+	}
+	if r.node != nil {
+		routes["GET /debug/cluster"] = r.node.DebugHandler()
+	}
+	return routes
+}
+
+// maxPickKeys caps the keys one /debug/pick call may ask about.
+const maxPickKeys = 10000
+
+// pickHandler answers where each of the keys in ?key=K1,K2,... (decimal
+// uint64 affinity keys) would go now, through the bound as the replica
+// reads it, without keeping a request there (and without counting one in
+// the metrics): chaos runs compare the replicas' answers.
+func pickHandler(bal *ring.Balancer) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		picks := map[string]string{}
+		for _, f := range strings.Split(r.URL.Query().Get("key"), ",") {
+			if f == "" {
+				continue
+			}
+			k, err := strconv.ParseUint(f, 10, 64)
+			if err != nil || len(picks) >= maxPickKeys {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
+					"message": fmt.Sprintf("key %q: want up to %d comma-separated decimal uint64 keys", f, maxPickKeys),
+					"type":    "invalid_request_error", "param": "key", "code": "invalid_key"}})
+				return
+			}
+			l, err := bal.Acquire(ring.Request{Key: k, Keyed: true})
+			if err != nil {
+				picks[f] = ""
+				continue
+			}
+			l.Release()
+			picks[f] = l.Endpoint
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"picks": picks})
+	})
+}
+
+// jsonHandler serves what v returns as JSON.
+func jsonHandler(v func() any) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(v())
+	})
+}
+
+// applySnapshot hands the endpoint set and its health to the balancer in
+// one update (on the set's dispatch goroutine: a ring rebuild never holds up
+// a probe, a source or the gossip loop) and logs what changed.
+func applySnapshot(bal *ring.Balancer, old, cur *upstream.Snapshot, log *slog.Logger) {
+	eps := make([]ring.Endpoint, len(cur.Endpoints))
+	for i, e := range cur.Endpoints {
+		eps[i] = ring.Endpoint{ID: e.ID, Healthy: e.Healthy}
+	}
+	if err := bal.Update(eps); err != nil {
+		log.Error("endpoint set rejected", "err", err)
+		return
+	}
+	if !slices.Equal(old.IDs(), cur.IDs()) {
+		log.Info("endpoints", "count", len(cur.Endpoints), "ids", strings.Join(cur.IDs(), ","))
+	}
+	for _, e := range cur.Endpoints {
+		if was, ok := old.Get(e.ID); ok && was.Healthy != e.Healthy {
+			log.Info("endpoint routed", "endpoint", e.ID, "healthy", e.Healthy)
+		}
+	}
+}
+
+// removed lists the endpoints of old that cur no longer routes to.
+func removed(old, cur *upstream.Snapshot) []string {
+	var out []string
+	for _, e := range old.Endpoints {
+		if _, ok := cur.Get(e.ID); !ok {
+			out = append(out, e.ID)
+		}
+	}
+	return out
+}

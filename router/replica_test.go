@@ -1,0 +1,195 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/prefixring/prefixring/gossip"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestConfigValidate(t *testing.T) {
+	ok := DefaultConfig()
+	ok.Sources.Static = []string{"http://127.0.0.1:1"}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("default with an endpoint: %v", err)
+	}
+	empty := DefaultConfig()
+	empty.Workers.Mode = WorkersPublic
+	if err := empty.Validate(); err != nil {
+		t.Fatalf("no endpoints with the public workers API must start empty: %v", err)
+	}
+	for name, mutate := range map[string]func(*Config){
+		"no endpoints":  func(c *Config) { c.Sources.Static = nil },
+		"policy":        func(c *Config) { c.Policy = "fastest" },
+		"workers mode":  func(c *Config) { c.Workers.Mode = "everywhere" },
+		"dns interval":  func(c *Config) { c.Sources.DNS, c.Sources.DNSInterval = "x:1", 0 },
+		"file interval": func(c *Config) { c.Sources.File, c.Sources.FileInterval = "f", -1 },
+		"sketch fanout": func(c *Config) { c.Sketch.Fanout = 1 },
+		"drain":         func(c *Config) { c.DrainTimeout = -time.Second },
+		"ring":          func(c *Config) { c.Ring.LoadFactor = 0.5 },
+		"proxy":         func(c *Config) { c.Proxy.MaxBodyBytes = -1 },
+		"gossip bind":   func(c *Config) { g := gossip.DefaultConfig(); g.BindAddr = "nowhere"; c.Gossip = &g },
+	} {
+		c := ok
+		mutate(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted %+v", name, c)
+		}
+	}
+}
+
+// engine answers every chat completion with its own name.
+func engine(t *testing.T, name string) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"`+name+`"},"finish_reason":"stop"}]}`)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func listen(t *testing.T) net.Listener {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// start runs a replica over two engines and returns its API and admin
+// URLs, the replica, and the channel Run's result arrives on.
+func start(t *testing.T, ctx context.Context, mutate func(*Config)) (api, admin string, r *Replica, done chan error) {
+	cfg := DefaultConfig()
+	cfg.Sources.Static = []string{engine(t, "a").URL, engine(t, "b").URL}
+	cfg.DrainDelay, cfg.DrainTimeout = 0, 5*time.Second
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	ln, aln := listen(t), listen(t)
+	r, err := New(cfg, Options{Listener: ln, AdminListener: aln, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done = make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	select {
+	case <-r.Started():
+	case err := <-done:
+		t.Fatal(err)
+	}
+	return "http://" + ln.Addr().String(), "http://" + aln.Addr().String(), r, done
+}
+
+func chat(t *testing.T, api, prompt string) (status int, endpoint string) {
+	body := `{"model":"m","messages":[{"role":"user","content":"` + prompt + `"}]}`
+	resp, err := http.Post(api+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header.Get("X-Prefixring-Endpoint")
+}
+
+// The replica routes, keeps a key's requests on one endpoint, answers its
+// admin routes, and on the end of its context drains and returns, its
+// listeners closed.
+func TestRunRoutesAndDrains(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	api, admin, r, done := start(t, ctx, nil)
+	code, first := chat(t, api, "the same prompt")
+	if code != 200 || first == "" {
+		t.Fatalf("first answer: %d, endpoint %q", code, first)
+	}
+	for range 5 {
+		if code, ep := chat(t, api, "the same prompt"); code != 200 || ep != first {
+			t.Fatalf("a repeated prompt went to %q (%d), first to %q", ep, code, first)
+		}
+	}
+	for _, path := range []string{"/metrics", "/debug/ring", "/debug/endpoints", "/debug/pick?key=1", "/workers"} {
+		resp, err := http.Get(admin + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("admin %s: %d", path, resp.StatusCode)
+		}
+	}
+	if r.Node() != nil || r.Workers() == nil {
+		t.Fatalf("gossip off, workers API on: node %v, workers %v", r.Node(), r.Workers())
+	}
+	http.DefaultClient.CloseIdleConnections()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after a drain: %v", err)
+	}
+	if _, err := http.Get(api + "/healthz"); err == nil {
+		t.Fatal("the API listener still answers after Run returned")
+	}
+}
+
+// Close stops a replica at once, with a request still in flight.
+func TestCloseStopsAtOnce(t *testing.T) {
+	release := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hang.Close()
+	defer close(release)
+	api, _, r, done := start(t, context.Background(), func(c *Config) {
+		c.Sources.Static = []string{hang.URL}
+		c.DrainTimeout = time.Hour
+	})
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := http.Post(api+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		errc <- err
+	}()
+	for r.Balancer().Inflight().Total() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	r.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after Close: %v", err)
+	}
+	<-errc
+}
+
+// The debug pick route refuses a bad key with an OpenAI-style error.
+func TestDebugPickBadKey(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	_, admin, _, done := start(t, ctx, nil)
+	defer func() { cancel(); <-done }()
+	resp, err := http.Get(admin + "/debug/pick?key=1,x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != 400 || v.Error.Code != "invalid_key" {
+		t.Fatalf("%d %+v %v", resp.StatusCode, v, err)
+	}
+}
