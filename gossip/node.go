@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prefixring/prefixring/gossip/core"
 	"log/slog"
 	"slices"
 	"sync"
@@ -28,7 +29,7 @@ var ErrNameConflict = errors.New("gossip: node name already used by another live
 type Node struct {
 	cfg   Config
 	bal   *ring.Balancer
-	loads *ClusterLoads
+	loads *core.ClusterLoads
 	log   *slog.Logger
 	met   *metrics
 	ml    *memberlist.Memberlist
@@ -44,12 +45,11 @@ type Node struct {
 	sk      *sketchShare // the shared-prefix sketch, when shared (ShareSketch)
 
 	mu    sync.Mutex // guards everything below
-	state *State
 	view  view
 	obs   observations
 	inc   uint64
 	ver   uint64
-	last  Entry // our last published entry
+	last  core.Entry // our last published entry
 	lastT time.Time
 
 	memMu   sync.Mutex                 // guards members; never held while calling memberlist
@@ -105,12 +105,12 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 		log = slog.New(slog.DiscardHandler)
 	}
 	n := &Node{
-		cfg: cfg, bal: bal, loads: NewClusterLoads(bal.Inflight(), cfg.View), log: log.With("component", "gossip"),
+		cfg: cfg, bal: bal, loads: core.NewClusterLoads(bal.Inflight(), cfg.View), log: log.With("component", "gossip"),
 		inbox: make(chan []byte, cfg.QueueSize), sendq: make(chan *memberlist.Node, 256),
-		poke: make(chan struct{}, 1), wsend: make(chan struct{}, 1), state: NewState(), obs: observations{down: map[string]bool{}},
+		poke: make(chan struct{}, 1), wsend: make(chan struct{}, 1), obs: observations{down: map[string]bool{}},
 		inc: uint64(time.Now().UnixNano()), stop: make(chan struct{}), members: map[string]memberlist.Node{},
 	}
-	n.view = newView(cfg.NodeName, cfg.StaleAfter)
+	n.view = newView(cfg.NodeName, cfg.StaleAfter, n.loads)
 	n.sink = cfg.Sink
 	if n.sink == nil {
 		n.sink = BalancerSink(bal)
@@ -121,7 +121,7 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 }
 
 // Loads returns the cluster-wide loads the balancer reads.
-func (n *Node) Loads() *ClusterLoads { return n.loads }
+func (n *Node) Loads() *core.ClusterLoads { return n.loads }
 
 // Name returns this node's name.
 func (n *Node) Name() string { return n.cfg.NodeName }
@@ -317,11 +317,10 @@ func (n *Node) Leave(timeout time.Duration) error {
 	}
 	n.mu.Lock()
 	n.ver++
-	e := Entry{Node: n.cfg.NodeName, Addr: n.addr, Incarnation: n.inc, Version: n.ver,
+	e := core.Entry{Node: n.cfg.NodeName, Addr: n.addr, Incarnation: n.inc, Version: n.ver,
 		Stamp: time.Now().UnixMilli(), Left: true}
-	n.state.Merge(e)
+	n.view.Publish(e)
 	n.last = e
-	n.loads.SetOwn(e)
 	n.mu.Unlock()
 	n.broadcast(EncodeFull(e), "full")
 	err := n.ml.Leave(timeout)

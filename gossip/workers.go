@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"encoding/binary"
+	"github.com/prefixring/prefixring/gossip/core"
 
 	"github.com/prefixring/prefixring/workers"
 )
@@ -45,7 +46,7 @@ func EncodeWorkers(ops []workers.Op) []byte {
 
 // EncodeStateWorkers encodes entries and the worker set's ops for a
 // push/pull exchange.
-func EncodeStateWorkers(entries []Entry, ops []workers.Op) []byte {
+func EncodeStateWorkers(entries []core.Entry, ops []workers.Op) []byte {
 	b := EncodeState(entries)
 	b[1] = kindStateWorkers
 	return appendOps(b, ops)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/prefixring/prefixring/gossip/core"
 	"log/slog"
 	"net/http"
 	"time"
@@ -55,7 +56,7 @@ func gossipConfig(c *cli.Context) (cfg gossip.Config, ok bool, err error) {
 	cfg.Join, cfg.Key = c.StringSlice("join"), key
 	cfg.Interval, cfg.PushPull = c.Duration("gossip-interval"), c.Duration("gossip-push-pull")
 	cfg.SketchInterval = c.Duration("sketch-interval")
-	if cfg.View, err = gossip.ParseViewMode(c.String("gossip-view")); err != nil {
+	if cfg.View, err = core.ParseViewMode(c.String("gossip-view")); err != nil {
 		return cfg, false, fmt.Errorf("--gossip-view: %w", err)
 	}
 	cfg.RejoinInterval, cfg.StaleAfter = c.Duration("gossip-rejoin-interval"), c.Duration("gossip-stale-after")
