@@ -48,11 +48,13 @@ type Config struct {
 	// Heartbeat is the longest time between two publications of an
 	// unchanged entry. Default 1s.
 	Heartbeat time.Duration
-	// View is what the bound reads as the cluster-wide load: core.ViewShared
-	// (every replica's last publication, its own included: all replicas
-	// read the same numbers) or core.ViewExact (its own live counters plus the
-	// others' publications). Default core.ViewShared (see
-	// docs/gossip-measures.md and DESIGN.md).
+	// View is what the bound reads as the cluster-wide load:
+	// core.ViewOverlay (every replica's last publication, with this
+	// replica's placements since its own last publication laid over it),
+	// core.ViewShared (every replica's last publication, its own included:
+	// all replicas read the same numbers) or core.ViewExact (its own live
+	// counters plus the others' publications). Default core.ViewOverlay
+	// (see docs/gossip-measures.md and DESIGN.md).
 	View core.ViewMode
 	// PushPull is memberlist's full-state anti-entropy interval. Default 5s.
 	PushPull time.Duration

@@ -23,7 +23,7 @@ import (
 var ErrNameConflict = errors.New("gossip: node name already used by another live member")
 
 // Node is one replica's member of the gossip cluster. It publishes this
-// replica's in-flight counts and health observations, merges the others',
+// replica's load (its leases' weights) and health votes, merges the others',
 // and keeps the balancer's loads, endpoint set and health on the cluster-wide
 // view.
 type Node struct {
@@ -65,7 +65,7 @@ type Node struct {
 
 // observations are this replica's own inputs to its entry.
 type observations struct {
-	gen        uint64   // of the last Observe
+	gen        uint64   // of the last Vote
 	endpoints  []string // discovered; nil until the first observation
 	discovered bool
 	down       map[string]bool
@@ -230,11 +230,11 @@ func (n *Node) wake() {
 	}
 }
 
-// Observe records this replica's own observations, as the endpoint set's
-// owner (upstream.Set) reports them: the endpoints it discovered and those
-// its checks see down. Observations older than one already recorded (by
+// Vote records this replica's vote on the endpoint set, as the set's
+// owner (upstream.Set) reports it: the endpoints it discovered and those
+// its checks see down. A vote older than one already recorded (by
 // gen) are ignored. It does not block: the merge loop picks them up.
-func (n *Node) Observe(gen uint64, discovered, down []string) {
+func (n *Node) Vote(gen uint64, discovered, down []string) {
 	n.mu.Lock()
 	if gen < n.obs.gen {
 		n.mu.Unlock()
@@ -249,9 +249,9 @@ func (n *Node) Observe(gen uint64, discovered, down []string) {
 	n.wake()
 }
 
-// ObserveEndpoints records the endpoint set this replica discovered, and
+// VoteEndpoints records the endpoint set this replica discovered, and
 // forgets its health observations of endpoints outside it.
-func (n *Node) ObserveEndpoints(ids []string) {
+func (n *Node) VoteEndpoints(ids []string) {
 	n.mu.Lock()
 	n.obs.endpoints, n.obs.discovered = slices.Clone(ids), true
 	for id := range n.obs.down {
@@ -263,8 +263,8 @@ func (n *Node) ObserveEndpoints(ids []string) {
 	n.wake()
 }
 
-// ObserveHealth records this replica's check of endpoint id.
-func (n *Node) ObserveHealth(id string, healthy bool) {
+// VoteHealth records this replica's check of endpoint id.
+func (n *Node) VoteHealth(id string, healthy bool) {
 	n.mu.Lock()
 	if healthy {
 		delete(n.obs.down, id)

@@ -455,7 +455,7 @@ func TestNoSketchSendsTodaysBytes(t *testing.T) {
 	}
 
 	n := unstarted(t, "r0")
-	n.ObserveEndpoints(testEndpoints)
+	n.VoteEndpoints(testEndpoints)
 	n.publish(time.Now(), true)
 	d := &delegate{n: n}
 	entries := n.view.Table().Entries()
