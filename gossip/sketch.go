@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"github.com/prefixring/prefixring/gossip/core"
+	"github.com/prefixring/prefixring/workers"
 	"slices"
 	"sync"
 	"time"
@@ -182,7 +183,7 @@ func EncodeStateExt(m Message) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(sections))
 	if has[0] {
-		b = appendSection(b, sectionWorkers, appendOps(nil, m.Workers))
+		b = appendSection(b, sectionWorkers, workers.AppendOps(nil, m.Workers))
 	}
 	if has[1] {
 		b = appendSection(b, sectionSketch, appendSketchRecords(nil, m.Sketches))

@@ -751,7 +751,7 @@ func TestSketchWireRejects(t *testing.T) {
 		{"ext: a section count with no section", rawExt(1), false},
 		{"ext: fewer sections than counted", rawExt(2, section(sectionSketch, validRecs)), false},
 		{"ext: too many sections", rawExt(maxSections + 1), false},
-		{"ext: tags out of order", rawExt(2, section(sectionSketch, validRecs), section(sectionWorkers, appendOps(nil, nil))), false},
+		{"ext: tags out of order", rawExt(2, section(sectionSketch, validRecs), section(sectionWorkers, workers.AppendOps(nil, nil))), false},
 		{"ext: a tag twice", rawExt(2, section(sectionSketch, validRecs), section(sectionSketch, validRecs)), false},
 		{"ext: tag 0", rawExt(1, section(0, nil)), false},
 		{"ext: a section longer than the message", rawExt(1, join(binary.AppendUvarint([]byte{sectionSketch}, 1<<20), validRecs)), false},
@@ -770,7 +770,7 @@ func TestSketchWireRejects(t *testing.T) {
 		{"ext: versions from nobody", rawExt(1, section(sectionSketchVersions, appendSketchVersions(nil, "", nil))), false},
 		{"ext: more versions than bytes", rawExt(1, section(sectionSketchVersions, join(appendString(nil, "r0"), binary.AppendUvarint(nil, 1000), []byte{1, 'a', 1, 1}))), false},
 		{"ext: versions past maxEntries", rawExt(1, section(sectionSketchVersions, join(appendString(nil, "r0"), binary.AppendUvarint(nil, 1<<14+1)))), false},
-		{"ext: all three sections", rawExt(3, section(sectionWorkers, appendOps(nil, []workers.Op{{URL: "u"}})), section(sectionSketch, validRecs),
+		{"ext: all three sections", rawExt(3, section(sectionWorkers, workers.AppendOps(nil, []workers.Op{{URL: "u"}})), section(sectionSketch, validRecs),
 			section(sectionSketchVersions, appendSketchVersions(nil, "r0", nil))), true},
 		{"ext: malformed workers", rawExt(1, section(sectionWorkers, []byte{5})), false},
 	}
