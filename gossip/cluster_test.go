@@ -72,7 +72,7 @@ func (c *cluster) start(name, addr string, key []byte) (*replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.ObserveEndpoints(testEndpoints)
+	n.VoteEndpoints(testEndpoints)
 	ws := workers.NewSet(name, nil, 0)
 	n.ShareWorkers(ws)
 	if c.plug != nil {

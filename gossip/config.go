@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/prefixring/prefixring/gossip/core"
 	"net"
 	"os"
 	"strconv"
@@ -47,12 +48,14 @@ type Config struct {
 	// Heartbeat is the longest time between two publications of an
 	// unchanged entry. Default 1s.
 	Heartbeat time.Duration
-	// View is what the bound reads as the cluster-wide load: ViewShared
-	// (every replica's last publication, its own included: all replicas
-	// read the same numbers) or ViewExact (its own live counters plus the
-	// others' publications). Default ViewShared (see
-	// docs/gossip-measures.md and DESIGN.md).
-	View ViewMode
+	// View is what the bound reads as the cluster-wide load:
+	// core.ViewOverlay (every replica's last publication, with this
+	// replica's placements since its own last publication laid over it),
+	// core.ViewShared (every replica's last publication, its own included:
+	// all replicas read the same numbers) or core.ViewExact (its own live
+	// counters plus the others' publications). Default core.ViewOverlay
+	// (see docs/gossip-measures.md and DESIGN.md).
+	View core.ViewMode
 	// PushPull is memberlist's full-state anti-entropy interval. Default 5s.
 	PushPull time.Duration
 	// StaleAfter is how long a replica's entry counts after its stamp
@@ -89,7 +92,7 @@ func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
 		NodeName: host, BindAddr: "0.0.0.0:7946", RejoinInterval: 10 * time.Second,
-		Interval: 100 * time.Millisecond, Heartbeat: time.Second, View: ViewOverlay, PushPull: 5 * time.Second,
+		Interval: 100 * time.Millisecond, Heartbeat: time.Second, View: core.ViewOverlay, PushPull: 5 * time.Second,
 		StaleAfter: 5 * time.Second, ForgetAfter: time.Minute, QueueSize: 1024, MaxPacket: 1200,
 		SketchInterval: time.Second,
 	}
@@ -152,7 +155,7 @@ func (c Config) Validate() error {
 	if c.Interval < time.Millisecond || c.Heartbeat < c.Interval {
 		errs = append(errs, fmt.Errorf("gossip: need 1ms <= interval (%v) <= heartbeat (%v)", c.Interval, c.Heartbeat))
 	}
-	if _, err := ParseViewMode(string(c.View)); err != nil {
+	if _, err := core.ParseViewMode(string(c.View)); err != nil {
 		errs = append(errs, err)
 	}
 	if c.StaleAfter <= c.Heartbeat || c.ForgetAfter < c.StaleAfter {

@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"encoding/json"
+	"github.com/prefixring/prefixring/gossip/core"
 	"net/http"
 	"slices"
 	"strings"
@@ -14,11 +15,11 @@ type ClusterStatus struct {
 	// Isolated: discovery names other replicas, yet none accepted this one
 	// (a wrong --gossip-key, a firewall): it routes on its own counts.
 	Isolated bool             `json:"isolated"`
-	View     ViewMode         `json:"view"` // what Loads adds to Remote: our last publication (shared) or Local (exact)
+	View     core.ViewMode    `json:"view"` // what Loads adds to Remote: our last publication (shared) or Local (exact)
 	Members  []MemberStatus   `json:"members"`
 	Entries  []EntryStatus    `json:"entries"`
 	Loads    map[string]int64 `json:"loads"` // cluster-wide load per endpoint, as the bound reads it
-	Verdict  Verdict          `json:"verdict"`
+	Verdict  core.Verdict     `json:"verdict"`
 	Remote   map[string]int64 `json:"remote"` // the other replicas' part of Loads
 	Local    map[string]int64 `json:"local"`  // this replica's exact live counts
 }
@@ -54,10 +55,10 @@ func (n *Node) Status() ClusterStatus {
 	slices.SortFunc(st.Members, func(a, b MemberStatus) int { return strings.Compare(a.Name, b.Name) })
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for _, e := range n.state.Entries() {
+	for _, e := range n.view.Table().Entries() {
 		es := EntryStatus{Node: e.Node, Addr: e.Addr, Incarnation: e.Incarnation, Version: e.Version,
 			AgeMillis: now.UnixMilli() - e.Stamp, Left: e.Left, Counts: map[string]int64{},
-			Counted: n.view.live.Counts(e, now), Endpoints: len(e.Endpoints)}
+			Counted: n.view.Liveness().Counts(e, now), Endpoints: len(e.Endpoints)}
 		for i, id := range e.Endpoints {
 			if e.Counts[i] != 0 {
 				es.Counts[id] = e.Counts[i]
@@ -69,7 +70,7 @@ func (n *Node) Status() ClusterStatus {
 		st.Entries = append(st.Entries, es)
 	}
 	st.Verdict = n.view.verdict
-	for id, v := range n.view.remote.byID {
+	for id, v := range n.view.Remote().Loads() {
 		if v != 0 {
 			st.Remote[id] = v
 		}

@@ -50,7 +50,7 @@ func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 // LocalState returns every entry we hold, for push/pull anti-entropy.
 func (d *delegate) LocalState(join bool) []byte {
 	d.n.mu.Lock()
-	entries := d.n.state.Entries()
+	entries := d.n.view.Table().Entries()
 	d.n.mu.Unlock()
 	var ops []workers.Op
 	if w := d.n.workers; w != nil {

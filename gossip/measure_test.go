@@ -70,7 +70,7 @@ func measureBandwidth(t *testing.T, replicas, endpoints int, seed string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n.ObserveEndpoints(eps)
+		n.VoteEndpoints(eps)
 		if err := n.Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}

@@ -106,7 +106,7 @@ func (c ageCollector) Describe(ch chan<- *prometheus.Desc) { ch <- ageDesc }
 func (c ageCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	c.n.mu.Lock()
-	entries := c.n.state.Entries()
+	entries := c.n.view.Table().Entries()
 	c.n.mu.Unlock()
 	for _, e := range entries {
 		if e.Node == c.n.cfg.NodeName || e.Left {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prefixring/prefixring/gossip/core"
 	"log/slog"
 	"slices"
 	"sync"
@@ -22,13 +23,13 @@ import (
 var ErrNameConflict = errors.New("gossip: node name already used by another live member")
 
 // Node is one replica's member of the gossip cluster. It publishes this
-// replica's in-flight counts and health observations, merges the others',
+// replica's load (its leases' weights) and health votes, merges the others',
 // and keeps the balancer's loads, endpoint set and health on the cluster-wide
 // view.
 type Node struct {
 	cfg   Config
 	bal   *ring.Balancer
-	loads *ClusterLoads
+	loads *core.ClusterLoads
 	log   *slog.Logger
 	met   *metrics
 	ml    *memberlist.Memberlist
@@ -44,12 +45,11 @@ type Node struct {
 	sk      *sketchShare // the shared-prefix sketch, when shared (ShareSketch)
 
 	mu    sync.Mutex // guards everything below
-	state *State
 	view  view
 	obs   observations
 	inc   uint64
 	ver   uint64
-	last  Entry // our last published entry
+	last  core.Entry // our last published entry
 	lastT time.Time
 
 	memMu   sync.Mutex                 // guards members; never held while calling memberlist
@@ -65,7 +65,7 @@ type Node struct {
 
 // observations are this replica's own inputs to its entry.
 type observations struct {
-	gen        uint64   // of the last Observe
+	gen        uint64   // of the last Vote
 	endpoints  []string // discovered; nil until the first observation
 	discovered bool
 	down       map[string]bool
@@ -105,12 +105,12 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 		log = slog.New(slog.DiscardHandler)
 	}
 	n := &Node{
-		cfg: cfg, bal: bal, loads: NewClusterLoads(bal.Inflight(), cfg.View), log: log.With("component", "gossip"),
+		cfg: cfg, bal: bal, loads: core.NewClusterLoads(bal.Inflight(), cfg.View), log: log.With("component", "gossip"),
 		inbox: make(chan []byte, cfg.QueueSize), sendq: make(chan *memberlist.Node, 256),
-		poke: make(chan struct{}, 1), wsend: make(chan struct{}, 1), state: NewState(), obs: observations{down: map[string]bool{}},
+		poke: make(chan struct{}, 1), wsend: make(chan struct{}, 1), obs: observations{down: map[string]bool{}},
 		inc: uint64(time.Now().UnixNano()), stop: make(chan struct{}), members: map[string]memberlist.Node{},
 	}
-	n.view = newView(cfg.NodeName, cfg.StaleAfter)
+	n.view = newView(cfg.NodeName, cfg.StaleAfter, n.loads)
 	n.sink = cfg.Sink
 	if n.sink == nil {
 		n.sink = BalancerSink(bal)
@@ -121,7 +121,7 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 }
 
 // Loads returns the cluster-wide loads the balancer reads.
-func (n *Node) Loads() *ClusterLoads { return n.loads }
+func (n *Node) Loads() *core.ClusterLoads { return n.loads }
 
 // Name returns this node's name.
 func (n *Node) Name() string { return n.cfg.NodeName }
@@ -230,11 +230,11 @@ func (n *Node) wake() {
 	}
 }
 
-// Observe records this replica's own observations, as the endpoint set's
-// owner (upstream.Set) reports them: the endpoints it discovered and those
-// its checks see down. Observations older than one already recorded (by
+// Vote records this replica's vote on the endpoint set, as the set's
+// owner (upstream.Set) reports it: the endpoints it discovered and those
+// its checks see down. A vote older than one already recorded (by
 // gen) are ignored. It does not block: the merge loop picks them up.
-func (n *Node) Observe(gen uint64, discovered, down []string) {
+func (n *Node) Vote(gen uint64, discovered, down []string) {
 	n.mu.Lock()
 	if gen < n.obs.gen {
 		n.mu.Unlock()
@@ -249,9 +249,9 @@ func (n *Node) Observe(gen uint64, discovered, down []string) {
 	n.wake()
 }
 
-// ObserveEndpoints records the endpoint set this replica discovered, and
+// VoteEndpoints records the endpoint set this replica discovered, and
 // forgets its health observations of endpoints outside it.
-func (n *Node) ObserveEndpoints(ids []string) {
+func (n *Node) VoteEndpoints(ids []string) {
 	n.mu.Lock()
 	n.obs.endpoints, n.obs.discovered = slices.Clone(ids), true
 	for id := range n.obs.down {
@@ -263,8 +263,8 @@ func (n *Node) ObserveEndpoints(ids []string) {
 	n.wake()
 }
 
-// ObserveHealth records this replica's check of endpoint id.
-func (n *Node) ObserveHealth(id string, healthy bool) {
+// VoteHealth records this replica's check of endpoint id.
+func (n *Node) VoteHealth(id string, healthy bool) {
 	n.mu.Lock()
 	if healthy {
 		delete(n.obs.down, id)
@@ -317,11 +317,10 @@ func (n *Node) Leave(timeout time.Duration) error {
 	}
 	n.mu.Lock()
 	n.ver++
-	e := Entry{Node: n.cfg.NodeName, Addr: n.addr, Incarnation: n.inc, Version: n.ver,
+	e := core.Entry{Node: n.cfg.NodeName, Addr: n.addr, Incarnation: n.inc, Version: n.ver,
 		Stamp: time.Now().UnixMilli(), Left: true}
-	n.state.Merge(e)
+	n.view.Publish(e)
 	n.last = e
-	n.loads.SetOwn(e)
 	n.mu.Unlock()
 	n.broadcast(EncodeFull(e), "full")
 	err := n.ml.Leave(timeout)

@@ -3,6 +3,8 @@ package gossip
 import (
 	"cmp"
 	"encoding/binary"
+	"github.com/prefixring/prefixring/gossip/core"
+	"github.com/prefixring/prefixring/workers"
 	"slices"
 	"sync"
 	"time"
@@ -181,7 +183,7 @@ func EncodeStateExt(m Message) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(sections))
 	if has[0] {
-		b = appendSection(b, sectionWorkers, appendOps(nil, m.Workers))
+		b = appendSection(b, sectionWorkers, workers.AppendOps(nil, m.Workers))
 	}
 	if has[1] {
 		b = appendSection(b, sectionSketch, appendSketchRecords(nil, m.Sketches))
@@ -435,58 +437,43 @@ func MergeRecords(recs []SketchRecord) *prefix.Common {
 }
 
 // SketchState is the set of sketch records one replica holds, one per
-// node, last writer wins by (incarnation, version). Like [State] it is
-// pure and not safe for concurrent use.
+// node: a [core.LWW] map ordered by [compareRecords], with each record's
+// fingerprint kept beside it. It is pure and not safe for concurrent use.
 type SketchState struct {
-	recs map[string]SketchRecord
-	fps  map[string]uint64 // node -> recordFingerprint of its record
+	lww *core.LWW[string, SketchRecord]
+	fps map[string]uint64 // node -> recordFingerprint of its record
 }
 
 // NewSketchState returns an empty sketch state.
 func NewSketchState() *SketchState {
-	return &SketchState{recs: map[string]SketchRecord{}, fps: map[string]uint64{}}
+	return &SketchState{lww: core.NewLWW(func(r SketchRecord) string { return r.Node }, compareRecords),
+		fps: map[string]uint64{}}
 }
 
 // Merge keeps, for every node, the newest of its known record and the ones
 // in in, and returns the records that changed the state.
 func (s *SketchState) Merge(in ...SketchRecord) []SketchRecord {
-	var changed []SketchRecord
-	for _, r := range in {
-		if old, ok := s.recs[r.Node]; ok && compareRecords(r, old) <= 0 {
-			continue
-		}
-		s.recs[r.Node] = r
+	changed := s.lww.Merge(in...)
+	for _, r := range changed {
 		s.fps[r.Node] = recordFingerprint(r)
-		changed = slices.DeleteFunc(changed, func(c SketchRecord) bool { return c.Node == r.Node })
-		changed = append(changed, r)
 	}
 	return changed
 }
 
 // Get returns the record of node.
-func (s *SketchState) Get(node string) (SketchRecord, bool) {
-	r, ok := s.recs[node]
-	return r, ok
-}
+func (s *SketchState) Get(node string) (SketchRecord, bool) { return s.lww.Get(node) }
 
 // Records returns all records sorted by node.
-func (s *SketchState) Records() []SketchRecord {
-	out := make([]SketchRecord, 0, len(s.recs))
-	for _, r := range s.recs {
-		out = append(out, r)
-	}
-	slices.SortFunc(out, func(a, b SketchRecord) int { return cmp.Compare(a.Node, b.Node) })
-	return out
-}
+func (s *SketchState) Records() []SketchRecord { return s.lww.Values() }
 
 // Delete forgets node's record.
 func (s *SketchState) Delete(node string) {
-	delete(s.recs, node)
+	s.lww.Delete(node)
 	delete(s.fps, node)
 }
 
 // Len returns the number of records.
-func (s *SketchState) Len() int { return len(s.recs) }
+func (s *SketchState) Len() int { return s.lww.Len() }
 
 // sketchShare is a node's side of the sketch: its source, its records and
 // the table last handed to onCommon. Only the merge loop (and Start,
@@ -672,7 +659,7 @@ func (n *Node) tickSketch() {
 	alive := n.aliveAddrs()
 	n.mu.Lock()
 	entries := map[string]bool{}
-	for _, e := range n.state.Entries() {
+	for _, e := range n.view.Table().Entries() {
 		entries[e.Node] = true
 	}
 	n.mu.Unlock()

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"github.com/prefixring/prefixring/gossip/core"
+	"github.com/prefixring/prefixring/gossip/core/coretest"
 	"math/rand/v2"
 	"net"
 	"reflect"
@@ -445,18 +447,18 @@ func TestSketchOnCommonFollowsPublishedRecords(t *testing.T) {
 // in a state+ext message.
 func TestNoSketchSendsTodaysBytes(t *testing.T) {
 	// The state encoding itself is unchanged (golden).
-	e := NewEntry("r0", "10.0.0.1:7946", 7, 3, t0, []string{"http://a:1", "http://b:1"}, map[string]int64{"http://a:1": 2}, map[string]bool{"http://b:1": true})
+	e := core.NewEntry("r0", "10.0.0.1:7946", 7, 3, t0, []string{"http://a:1", "http://b:1"}, map[string]int64{"http://a:1": 2}, map[string]bool{"http://b:1": true})
 	const golden = "020301027230" + "0d31302e302e302e313a37393436" + "0703" + "80f0cbf28365" + "00" +
 		"02" + "0a687474703a2f2f613a31" + "0a687474703a2f2f623a31" + "0400" + "02" + "03"
-	if got := hex.EncodeToString(EncodeState([]Entry{e})); got != golden {
+	if got := hex.EncodeToString(EncodeState([]core.Entry{e})); got != golden {
 		t.Fatalf("state encoding changed:\n%s\n%s", got, golden)
 	}
 
 	n := unstarted(t, "r0")
-	n.ObserveEndpoints(testEndpoints)
+	n.VoteEndpoints(testEndpoints)
 	n.publish(time.Now(), true)
 	d := &delegate{n: n}
-	entries := n.state.Entries()
+	entries := n.view.Table().Entries()
 	if got := d.LocalState(false); !bytes.Equal(got, EncodeState(entries)) {
 		t.Fatalf("no workers, no sketch: %x", got)
 	}
@@ -575,7 +577,7 @@ func testRecords() []SketchRecord {
 func TestSketchWire(t *testing.T) {
 	recs := testRecords()
 	ops := []workers.Op{{URL: "http://a:1", Stamp: 1 << 40, Origin: "r0"}, {URL: "http://b:1", Stamp: 7, Origin: "r1", Removed: true}}
-	entries := []Entry{NewEntry("r0", "x", 1, 1, t0, testEndpoints, map[string]int64{testEndpoints[0]: 3}, nil)}
+	entries := []core.Entry{core.NewEntry("r0", "x", 1, 1, t0, testEndpoints, map[string]int64{testEndpoints[0]: 3}, nil)}
 	var msgs [][]byte
 	for _, rs := range [][]SketchRecord{recs[:1], recs[1:2], recs} {
 		b := EncodeSketch(rs...)
@@ -586,7 +588,7 @@ func TestSketchWire(t *testing.T) {
 		msgs = append(msgs, b)
 	}
 	vers := []SketchVersion{{"r0", 1 << 62, 1}, {"r1", 0, 0}, {"r2", 3, 1 << 40}}
-	for _, es := range [][]Entry{nil, entries} {
+	for _, es := range [][]core.Entry{nil, entries} {
 		for _, o := range [][]workers.Op{nil, ops} {
 			for _, rs := range [][]SketchRecord{nil, recs[:1], recs} {
 				for _, from := range []string{"", "r9"} {
@@ -749,7 +751,7 @@ func TestSketchWireRejects(t *testing.T) {
 		{"ext: a section count with no section", rawExt(1), false},
 		{"ext: fewer sections than counted", rawExt(2, section(sectionSketch, validRecs)), false},
 		{"ext: too many sections", rawExt(maxSections + 1), false},
-		{"ext: tags out of order", rawExt(2, section(sectionSketch, validRecs), section(sectionWorkers, appendOps(nil, nil))), false},
+		{"ext: tags out of order", rawExt(2, section(sectionSketch, validRecs), section(sectionWorkers, workers.AppendOps(nil, nil))), false},
 		{"ext: a tag twice", rawExt(2, section(sectionSketch, validRecs), section(sectionSketch, validRecs)), false},
 		{"ext: tag 0", rawExt(1, section(0, nil)), false},
 		{"ext: a section longer than the message", rawExt(1, join(binary.AppendUvarint([]byte{sectionSketch}, 1<<20), validRecs)), false},
@@ -768,7 +770,7 @@ func TestSketchWireRejects(t *testing.T) {
 		{"ext: versions from nobody", rawExt(1, section(sectionSketchVersions, appendSketchVersions(nil, "", nil))), false},
 		{"ext: more versions than bytes", rawExt(1, section(sectionSketchVersions, join(appendString(nil, "r0"), binary.AppendUvarint(nil, 1000), []byte{1, 'a', 1, 1}))), false},
 		{"ext: versions past maxEntries", rawExt(1, section(sectionSketchVersions, join(appendString(nil, "r0"), binary.AppendUvarint(nil, 1<<14+1)))), false},
-		{"ext: all three sections", rawExt(3, section(sectionWorkers, appendOps(nil, []workers.Op{{URL: "u"}})), section(sectionSketch, validRecs),
+		{"ext: all three sections", rawExt(3, section(sectionWorkers, workers.AppendOps(nil, []workers.Op{{URL: "u"}})), section(sectionSketch, validRecs),
 			section(sectionSketchVersions, appendSketchVersions(nil, "r0", nil))), true},
 		{"ext: malformed workers", rawExt(1, section(sectionWorkers, []byte{5})), false},
 	}
@@ -863,30 +865,16 @@ func mergedRecords(parts ...[]SketchRecord) []SketchRecord {
 	return s.Records()
 }
 
-func TestSketchMergeLawIdempotent(t *testing.T) {
+// TestSketchMergeLaws: the records' merge laws, and the table depends on
+// the set of records, not on their order.
+func TestSketchMergeLaws(t *testing.T) {
+	coretest.CheckMergeLaws(t, coretest.State[*SketchState, SketchRecord]{
+		New: NewSketchState, Merge: (*SketchState).Merge, Values: (*SketchState).Records,
+		Value: randomRecord, ReportsChange: true,
+	})
 	r := lawRand(t)
 	for range 2000 {
-		a := randomRecords(r)
-		s := NewSketchState()
-		s.Merge(a...)
-		if ch := s.Merge(s.Records()...); len(ch) != 0 {
-			t.Fatalf("merging a state into itself changed %v", ch)
-		}
-		if got, want := mergedRecords(a, a), mergedRecords(a); !reflect.DeepEqual(got, want) {
-			t.Fatalf("a∪a = %v, a = %v", got, want)
-		}
-	}
-}
-
-func TestSketchMergeLawCommutative(t *testing.T) {
-	r := lawRand(t)
-	for range 2000 {
-		a, b := randomRecords(r), randomRecords(r)
-		ab, ba := mergedRecords(a, b), mergedRecords(b, a)
-		if !reflect.DeepEqual(ab, ba) {
-			t.Fatalf("a∪b = %v\nb∪a = %v", ab, ba)
-		}
-		// The table depends on the set of records, not on their order.
+		ab := mergedRecords(randomRecords(r), randomRecords(r))
 		rev := slices.Clone(ab)
 		slices.Reverse(rev)
 		if x, y := hashesOf(MergeRecords(ab)), hashesOf(MergeRecords(rev)); !slices.Equal(x, y) {
@@ -895,31 +883,9 @@ func TestSketchMergeLawCommutative(t *testing.T) {
 	}
 }
 
-func TestSketchMergeLawAssociative(t *testing.T) {
-	r := lawRand(t)
-	for range 2000 {
-		a, b, c := randomRecords(r), randomRecords(r), randomRecords(r)
-		left := mergedRecords(mergedRecords(a, b), c)
-		right := mergedRecords(a, mergedRecords(b, c))
-		if !reflect.DeepEqual(left, right) {
-			t.Fatalf("(a∪b)∪c = %v\na∪(b∪c) = %v", left, right)
-		}
-	}
-}
-
-// TestSketchMergeReturnsOnlyTheChange, and a restart's newer incarnation
-// wins over any version of the old one.
-func TestSketchMergeReturnsOnlyTheChange(t *testing.T) {
-	r := lawRand(t)
-	for range 2000 {
-		a, b := randomRecords(r), randomRecords(r)
-		s := NewSketchState()
-		s.Merge(a...)
-		change := s.Merge(b...)
-		if got, want := mergedRecords(a, change), s.Records(); !reflect.DeepEqual(got, want) {
-			t.Fatalf("a∪change = %v, a∪b = %v", got, want)
-		}
-	}
+// TestSketchRestartWins: a restart's newer incarnation wins over any
+// version of the old one.
+func TestSketchRestartWins(t *testing.T) {
 	s := NewSketchState()
 	s.Merge(SketchRecord{Node: "a", Incarnation: 1, Version: 99, Fanout: 4})
 	if ch := s.Merge(SketchRecord{Node: "a", Incarnation: 2, Version: 1, Fanout: 4}); len(ch) != 1 {

@@ -1,69 +1,12 @@
 package gossip
 
 import (
+	"github.com/prefixring/prefixring/gossip/core"
 	"slices"
 	"time"
 
 	"github.com/hashicorp/memberlist"
 )
-
-// view is what the node derives from its state: whose entries count, their
-// sum, and the verdict last applied to the balancer. The node's mu guards it.
-type view struct {
-	live    Liveness
-	counted map[string]Entry  // entries in remote
-	alive   map[string]string // memberlist's live members: name -> address
-	remote  *Remote
-	verdict Verdict
-	applied bool // verdict was handed to the sink
-}
-
-func newView(self string, staleAfter time.Duration) view {
-	return view{
-		live:    Liveness{Self: self, StaleAfter: staleAfter, Gone: map[string]bool{}},
-		counted: map[string]Entry{}, alive: map[string]string{}, remote: &Remote{byID: map[string]int64{}},
-	}
-}
-
-// update accounts for a newly merged entry and reports whether the health
-// verdict may have changed.
-func (v *view) update(e Entry, now time.Time) bool {
-	prev, had := v.counted[e.Node]
-	counts := v.live.Counts(e, now)
-	if !had && !counts {
-		return false
-	}
-	var oldp, newp *Entry
-	if had {
-		oldp = &prev
-		delete(v.counted, e.Node)
-	}
-	if counts {
-		newp = &e
-		v.counted[e.Node] = e
-	}
-	v.remote = v.remote.replace(oldp, newp)
-	return had != counts || !slices.Equal(prev.Down, e.Down) || !slices.Equal(prev.Endpoints, e.Endpoints) ||
-		!slices.Equal(prev.Listed, e.Listed)
-}
-
-// ownEntry builds this replica's entry from its observations, unversioned.
-// n.mu must be held.
-func (n *Node) ownEntry(now time.Time) Entry {
-	eps := n.obs.endpoints
-	if !n.obs.discovered {
-		st, _ := n.bal.Status()
-		for _, s := range st {
-			eps = append(eps, s.ID)
-		}
-	}
-	return NewEntry(n.cfg.NodeName, n.addr, n.inc, n.ver, now, eps, n.bal.Inflight().Counts(), n.obs.down)
-}
-
-func sameContent(a, b Entry) bool {
-	return a.Incarnation == b.Incarnation && a.Left == b.Left && slices.Equal(a.Endpoints, b.Endpoints) &&
-		slices.Equal(a.Counts, b.Counts) && slices.Equal(a.Down, b.Down) && slices.Equal(a.Listed, b.Listed)
-}
 
 // publish runs every interval: it refreshes membership, builds our entry,
 // versions and sends it if it changed or the heartbeat is due, forgets old
@@ -85,16 +28,15 @@ func (n *Node) publish(now time.Time, force bool) {
 	}
 	n.view.alive = alive
 	e := n.ownEntry(now)
-	send := force || !sameContent(e, n.last) || now.Sub(n.lastT) >= n.cfg.Heartbeat
+	send := force || !core.SameContent(e, n.last) || now.Sub(n.lastT) >= n.cfg.Heartbeat
 	listChanged := !slices.Equal(e.Endpoints, n.last.Endpoints)
 	if send {
 		n.ver++
 		e.Version = n.ver
-		n.state.Merge(e)
+		n.view.Publish(e) // in the shared views, our own part changes now, as the others' will on receipt
 		n.last, n.lastT = e, now
-		n.loads.SetOwn(e) // in ViewShared, our own part changes now, as the others' will on receipt
 	}
-	n.state.Forget(now, n.cfg.ForgetAfter, n.cfg.NodeName)
+	n.view.Table().Forget(now, n.cfg.ForgetAfter, n.cfg.NodeName)
 	n.refreshLocked(now)
 	n.mu.Unlock()
 	if !send || n.ml == nil { // nil: not started; tests drive publish and receive by hand
@@ -152,21 +94,12 @@ func (n *Node) refresh(now time.Time) {
 // applies the verdict. n.mu must be held.
 func (n *Node) refreshLocked(now time.Time) {
 	gone := map[string]bool{}
-	entries := n.state.Entries()
-	for _, e := range entries {
+	for _, e := range n.view.Table().Entries() {
 		if _, ok := n.view.alive[e.Node]; !ok && e.Node != n.cfg.NodeName {
 			gone[e.Node] = true
 		}
 	}
-	n.view.live.Gone = gone
-	n.view.counted = map[string]Entry{}
-	for _, e := range entries {
-		if n.view.live.Counts(e, now) {
-			n.view.counted[e.Node] = e
-		}
-	}
-	n.view.remote = SumRemote(entries, n.view.live, now)
-	n.loads.SetRemote(n.view.remote)
+	n.view.Refresh(now, gone)
 	n.applyVerdictLocked(now)
 }
 
@@ -178,11 +111,7 @@ func (n *Node) applyVerdictLocked(now time.Time) {
 	if !n.obs.discovered {
 		return // nothing to vote with yet
 	}
-	voters := []Entry{n.ownEntry(now)}
-	for _, e := range n.view.counted {
-		voters = append(voters, e)
-	}
-	v := Decide(voters)
+	v := core.Tally(n.view.Voters(n.ownEntry(now)))
 	if n.view.applied && v.Equal(n.view.verdict) {
 		return
 	}
@@ -214,7 +143,7 @@ func (n *Node) receive(b []byte) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if !m.Expand(n.state) {
+	if !m.Expand(n.view.Table()) {
 		n.met.dropped.WithLabelValues("unknown_endpoint_list").Inc()
 		return
 	}
@@ -225,7 +154,7 @@ func (n *Node) receive(b []byte) {
 			// An entry of ours we did not write: an earlier incarnation at
 			// our address (a restart faster than its tombstone) must be
 			// superseded; one from another address is a name conflict.
-			if e.Addr == n.addr && compare(e, n.last) > 0 {
+			if e.Addr == n.addr && core.Compare(e, n.last) > 0 {
 				n.inc = max(n.inc, e.Incarnation) + 1
 				n.lastT = time.Time{} // republish at the next tick
 			}
@@ -236,14 +165,7 @@ func (n *Node) receive(b []byte) {
 		}
 	}
 	now := time.Now()
-	verdict, changed := false, n.state.Merge(in...)
-	for _, c := range changed {
-		verdict = n.view.update(c, now) || verdict
-	}
-	if len(changed) > 0 {
-		n.loads.SetRemote(n.view.remote)
-	}
-	if verdict {
+	if _, verdict := n.view.Receive(now, in...); verdict {
 		n.applyVerdictLocked(now)
 	}
 }

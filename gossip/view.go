@@ -1,300 +1,35 @@
 package gossip
 
 import (
-	"fmt"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/gossip/core"
 )
 
-// Liveness is the rule that decides whose entry counts. An entry of another
-// replica counts toward loads and health votes while all of these hold:
-//
-//   - it is not a tombstone (the replica left cleanly);
-//   - its node is not in Gone: memberlist declared it dead or left, and no
-//     newer entry of it arrived since;
-//   - it is fresh: now - Stamp <= StaleAfter. Every replica republishes at
-//     least every heartbeat, so an entry goes stale only when its owner
-//     stopped (or its packets stopped arriving) for StaleAfter. Because the
-//     age is read from the owner's stamp, every replica drops a silent
-//     replica's counts at the same moment, up to clock skew.
-//
-// The replica's own entry is never counted here: [ClusterLoads] adds either
-// its exact live counters or its last publication, by [ViewMode].
-type Liveness struct {
-	Self       string
-	StaleAfter time.Duration
-	Gone       map[string]bool
+// view is what the node derives from the entries it holds: the core view
+// (whose entries count, and their sum, fed to the balancer's loads), the
+// live members memberlist lists, and the verdict last handed to the sink.
+// The node's mu guards it.
+type view struct {
+	*core.View
+	alive   map[string]string // memberlist's live members: name -> address
+	verdict core.Verdict
+	applied bool // verdict was handed to the sink
 }
 
-// Counts reports whether e counts at now.
-func (l Liveness) Counts(e Entry, now time.Time) bool {
-	return e.Node != l.Self && !e.Left && !l.Gone[e.Node] &&
-		now.UnixMilli()-e.Stamp <= l.StaleAfter.Milliseconds()
+func newView(self string, staleAfter time.Duration, loads *core.ClusterLoads) view {
+	return view{View: core.NewView(self, staleAfter, loads), alive: map[string]string{}}
 }
 
-// Remote is the immutable sum of the other replicas' counted entries.
-type Remote struct {
-	byID  map[string]int64
-	total int64
-	peers int // entries summed
-}
-
-// SumRemote adds up the entries that count under l at now.
-func SumRemote(entries []Entry, l Liveness, now time.Time) *Remote {
-	r := &Remote{byID: map[string]int64{}}
-	for _, e := range entries {
-		if !l.Counts(e, now) {
-			continue
-		}
-		r.peers++
-		for i, id := range e.Endpoints {
-			if n := e.Counts[i]; n != 0 {
-				r.byID[id] += n
-				r.total += n
-			}
+// ownEntry builds this replica's entry from its observations, unversioned.
+// n.mu must be held.
+func (n *Node) ownEntry(now time.Time) core.Entry {
+	eps := n.obs.endpoints
+	if !n.obs.discovered {
+		st, _ := n.bal.Status()
+		for _, s := range st {
+			eps = append(eps, s.ID)
 		}
 	}
-	return r
-}
-
-// Load returns the other replicas' requests on id.
-func (r *Remote) Load(id string) int64 { return r.byID[id] }
-
-// Total returns the other replicas' requests on all endpoints.
-func (r *Remote) Total() int64 { return r.total }
-
-// ViewMode says what the bound reads as the cluster-wide load; see DESIGN.md
-// ("Which counts the bound reads").
-type ViewMode string
-
-const (
-	// ViewShared: every replica's counts as it last published them, this
-	// replica's own included (its own entry is updated the instant it
-	// publishes). Every replica reads the same numbers, except while a
-	// publication is on the wire, so all pick the same endpoint; a replica
-	// does not see its own placements until its next publication.
-	ViewShared ViewMode = "shared"
-	// ViewExact: this replica's exact live counters plus the others' latest
-	// publications. Each replica sees its own placements at once, but two
-	// replicas' views differ by their own drift since they last published.
-	ViewExact ViewMode = "exact"
-	// ViewOverlay: the shared snapshot, with this replica's placements made
-	// since its last publication laid over it. For each endpoint it reads
-	// max(own last published, own live) + the others' publications: a new
-	// placement counts at once (a burst shorter than the interval no longer
-	// lands all at home), while a finished request keeps counting until it
-	// is published, so two replicas' views differ only by each one's own
-	// unpublished new placements, never by its releases.
-	ViewOverlay ViewMode = "overlay"
-)
-
-// ViewModes lists the view modes, the default first.
-var ViewModes = []ViewMode{ViewOverlay, ViewShared, ViewExact}
-
-// ParseViewMode checks s; the empty string is the default, [ViewOverlay].
-func ParseViewMode(s string) (ViewMode, error) {
-	switch m := ViewMode(s); m {
-	case "":
-		return ViewModes[0], nil
-	case ViewShared, ViewExact, ViewOverlay:
-		return m, nil
-	}
-	return "", fmt.Errorf("gossip: view %q is not one of %q", s, ViewModes)
-}
-
-// ClusterLoads is the cluster-wide load the bound reads. In [ViewExact] it is
-// this replica's exact live counters plus the counted entries of the others;
-// in [ViewShared] it is this replica's last published counts plus the counted
-// entries of the others, except while no other entry counts: a replica
-// alone has nobody to agree with, so it reads its exact live counters and
-// does not overshoot the bound with its own unpublished placements. Reads
-// take no lock and allocate nothing: both sums are immutable and swapped in
-// together.
-type ClusterLoads struct {
-	mode   ViewMode
-	shared bool // the own publication is kept: ViewShared or ViewOverlay
-	local  ring.Loads
-	mu     sync.Mutex // serializes writers
-	sums   atomic.Pointer[loadSums]
-}
-
-// loadSums is one immutable pair of sums; own is nil in ViewExact.
-type loadSums struct {
-	own, remote *Remote
-}
-
-var emptySum = &Remote{byID: map[string]int64{}}
-
-// NewClusterLoads returns the view of mode over local plus nothing, until
-// [ClusterLoads.SetRemote] and [ClusterLoads.SetOwn].
-func NewClusterLoads(local ring.Loads, mode ViewMode) *ClusterLoads {
-	if mode == "" {
-		mode = ViewModes[0]
-	}
-	c := &ClusterLoads{mode: mode, shared: mode != ViewExact, local: local}
-	s := &loadSums{remote: emptySum}
-	if c.shared {
-		s.own = emptySum
-	}
-	c.sums.Store(s)
-	return c
-}
-
-// Mode returns the view mode.
-func (c *ClusterLoads) Mode() ViewMode { return c.mode }
-
-// SetRemote swaps in a new sum of the other replicas' counts.
-func (c *ClusterLoads) SetRemote(r *Remote) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := *c.sums.Load()
-	s.remote = r
-	c.sums.Store(&s)
-}
-
-// SetOwn records the entry this replica just published. [ViewShared] and
-// [ViewOverlay] read it; a tombstone counts nothing.
-func (c *ClusterLoads) SetOwn(e Entry) {
-	if !c.shared {
-		return
-	}
-	own := &Remote{byID: make(map[string]int64, len(e.Endpoints))}
-	for i, id := range e.Endpoints {
-		if n := e.Counts[i]; n != 0 && !e.Left {
-			own.byID[id] += n
-			own.total += n
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := *c.sums.Load()
-	s.own = own
-	c.sums.Store(&s)
-}
-
-// Remote returns the current sum of the other replicas' counts.
-func (c *ClusterLoads) Remote() *Remote { return c.sums.Load().remote }
-
-// Load implements [ring.Loads].
-func (c *ClusterLoads) Load(id string) int64 {
-	s := c.sums.Load()
-	if s.own == nil || s.remote.peers == 0 {
-		return c.local.Load(id) + s.remote.byID[id]
-	}
-	own := s.own.byID[id]
-	if c.mode == ViewOverlay {
-		own = max(own, c.local.Load(id))
-	}
-	return own + s.remote.byID[id]
-}
-
-// Total implements [ring.Loads]. In [ViewOverlay] the own part is
-// max(published total, live total): it counts the unpublished placements
-// when they outnumber the unpublished releases, which keeps it O(1) where
-// the exact sum of the per-endpoint maxima would walk every endpoint. It can
-// read less than the sum of [ClusterLoads.Load] (by the releases on other
-// endpoints since the publication), which only loosens the bound by that much
-// until the next publication.
-func (c *ClusterLoads) Total() int64 {
-	s := c.sums.Load()
-	if s.own == nil || s.remote.peers == 0 {
-		return c.local.Total() + s.remote.total
-	}
-	own := s.own.total
-	if c.mode == ViewOverlay {
-		own = max(own, c.local.Total())
-	}
-	return own + s.remote.total
-}
-
-// Verdict is the endpoint set and health every replica computes the same way
-// from the same entries.
-type Verdict struct {
-	// Endpoints are listed by a strict majority of the voters, sorted.
-	Endpoints []string `json:"endpoints"`
-	// Down are the endpoints of Endpoints that a strict majority of the
-	// voters listing them see down, sorted.
-	Down []string `json:"down"`
-}
-
-// Decide combines the voters' observations. Voters are this replica's own
-// entry and the entries that count under [Liveness]; tombstones and entries
-// that list no endpoint (a replica that has not discovered any yet) do not
-// vote, and an entry votes only for the endpoints it discovered (Listed),
-// not for those it carries only for their counts. A tie keeps an endpoint
-// in, and healthy: a replica whose own probes fail alone (a one-sided
-// network fault) does not take an endpoint away from the others, and two
-// replicas that disagree fail open.
-func Decide(voters []Entry) Verdict {
-	listed, down := map[string]int{}, map[string]int{}
-	n := 0
-	for _, e := range voters {
-		if e.Left || !e.listsAny() {
-			continue
-		}
-		n++
-		for i, id := range e.Endpoints {
-			if !e.listed(i) {
-				continue
-			}
-			listed[id]++
-			if e.Down[i] {
-				down[id]++
-			}
-		}
-	}
-	var v Verdict
-	for id, k := range listed {
-		if 2*k > n {
-			v.Endpoints = append(v.Endpoints, id)
-			if 2*down[id] > k {
-				v.Down = append(v.Down, id)
-			}
-		}
-	}
-	slices.Sort(v.Endpoints)
-	slices.Sort(v.Down)
-	return v
-}
-
-// listed reports whether the entry's replica discovered Endpoints[i]. An
-// entry built without Listed (by hand, in tests) lists all its endpoints.
-func (e Entry) listed(i int) bool { return e.Listed == nil || e.Listed[i] }
-
-func (e Entry) listsAny() bool {
-	for i := range e.Endpoints {
-		if e.listed(i) {
-			return true
-		}
-	}
-	return false
-}
-
-// Equal reports whether two verdicts are the same.
-func (v Verdict) Equal(w Verdict) bool {
-	return slices.Equal(v.Endpoints, w.Endpoints) && slices.Equal(v.Down, w.Down)
-}
-
-// replace returns r with old's counts taken out and new's added; either may
-// be nil. r is not modified.
-func (r *Remote) replace(old, new *Entry) *Remote {
-	out := &Remote{byID: make(map[string]int64, len(r.byID)), total: r.total, peers: r.peers}
-	for id, n := range r.byID {
-		out.byID[id] = n
-	}
-	for sign, e := range map[int64]*Entry{-1: old, 1: new} {
-		if e == nil {
-			continue
-		}
-		out.peers += int(sign)
-		for i, id := range e.Endpoints {
-			out.byID[id] += sign * e.Counts[i]
-			out.total += sign * e.Counts[i]
-		}
-	}
-	return out
+	return core.NewEntry(n.cfg.NodeName, n.addr, n.inc, n.ver, now, eps, n.bal.Inflight().Counts(), n.obs.down)
 }

@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"fmt"
+	"github.com/prefixring/prefixring/gossip/core"
 	"net"
 	"testing"
 	"testing/synctest"
@@ -16,7 +17,7 @@ import (
 // offlineNode is a node that is never started: the test drives publish and
 // receive by hand, so no goroutine, socket or timer runs. peers are
 // registered as live members at their addresses, as memberlist would.
-func offlineNode(t *testing.T, name, addr string, mode ViewMode, peers map[string]string) *Node {
+func offlineNode(t *testing.T, name, addr string, mode core.ViewMode, peers map[string]string) *Node {
 	t.Helper()
 	bal, err := ring.NewBalancer(ring.DefaultConfig())
 	if err != nil {
@@ -27,7 +28,7 @@ func offlineNode(t *testing.T, name, addr string, mode ViewMode, peers map[strin
 		t.Fatal(err)
 	}
 	n.addr = addr
-	n.ObserveEndpoints(testEndpoints)
+	n.VoteEndpoints(testEndpoints)
 	for p, a := range peers {
 		host, port, _ := splitHostPort(a)
 		n.setMember(&memberlist.Node{Name: p, Addr: net.ParseIP(host), Port: uint16(port)}, true)
@@ -53,20 +54,20 @@ func hold(t *testing.T, n *Node, key uint64) ring.Lease {
 	return l
 }
 
-// TestSharedViewSeesOwnLeasesOnlyOncePublished: in ViewShared a replica's
+// TestSharedViewSeesOwnLeasesOnlyOncePublished: in core.ViewShared a replica's
 // leases are invisible to its own bound until it publishes them, visible
 // from that instant, and visible to a peer once the peer receives them; in
-// ViewExact they are visible to their replica at once.
+// core.ViewExact they are visible to their replica at once.
 func TestSharedViewSeesOwnLeasesOnlyOncePublished(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		addrs := map[string]string{"a": "10.0.0.1:7946", "b": "10.0.0.2:7946"}
-		for _, mode := range ViewModes {
+		for _, mode := range core.ViewModes {
 			a := offlineNode(t, "a", addrs["a"], mode, addrs)
 			b := offlineNode(t, "b", addrs["b"], mode, addrs)
 			b.receive(EncodeFull(a.last))
 			a.receive(EncodeFull(b.last)) // a has a peer now
 			l := hold(t, a, 7)
-			want := map[ViewMode]int64{ViewShared: 0, ViewExact: 1, ViewOverlay: 1}[mode]
+			want := map[core.ViewMode]int64{core.ViewShared: 0, core.ViewExact: 1, core.ViewOverlay: 1}[mode]
 			if got := a.Loads().Load(l.Endpoint); got != want || a.Loads().Total() != want {
 				t.Fatalf("%s before publish: load %d total %d, want %d", mode, got, a.Loads().Total(), want)
 			}
@@ -83,7 +84,7 @@ func TestSharedViewSeesOwnLeasesOnlyOncePublished(t *testing.T) {
 				t.Fatalf("%s: b sees %d after receipt, want 1", mode, got)
 			}
 			l.Release()
-			if got := a.Loads().Load(l.Endpoint); mode != ViewExact && (got != 1 || a.Loads().Total() != 1) {
+			if got := a.Loads().Load(l.Endpoint); mode != core.ViewExact && (got != 1 || a.Loads().Total() != 1) {
 				t.Fatalf("%s: a release shows before its publication (load %d)", mode, got)
 			}
 			time.Sleep(DefaultConfig().Interval)
@@ -99,10 +100,10 @@ func TestSharedViewSeesOwnLeasesOnlyOncePublished(t *testing.T) {
 }
 
 // TestSharedViewAloneReadsLiveCounts: with no other entry counted, a
-// ViewShared replica has nobody to agree with and reads its live counts.
+// core.ViewShared replica has nobody to agree with and reads its live counts.
 func TestSharedViewAloneReadsLiveCounts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := offlineNode(t, "a", "10.0.0.1:7946", ViewShared, nil)
+		n := offlineNode(t, "a", "10.0.0.1:7946", core.ViewShared, nil)
 		l := hold(t, n, 7)
 		defer l.Release()
 		if got := n.Loads().Load(l.Endpoint); got != 1 || n.Loads().Total() != 1 {
@@ -113,12 +114,12 @@ func TestSharedViewAloneReadsLiveCounts(t *testing.T) {
 
 // TestSharedViewIsIdenticalAcrossReplicas: two replicas that hold
 // different leases and have received each other's latest publication read
-// identical loads in ViewShared, and keep doing so while they place new,
-// unpublished requests; in ViewExact they differ by those requests.
+// identical loads in core.ViewShared, and keep doing so while they place new,
+// unpublished requests; in core.ViewExact they differ by those requests.
 func TestSharedViewIsIdenticalAcrossReplicas(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		addrs := map[string]string{"a": "10.0.0.1:7946", "b": "10.0.0.2:7946"}
-		for _, mode := range []ViewMode{ViewShared, ViewExact} {
+		for _, mode := range []core.ViewMode{core.ViewShared, core.ViewExact} {
 			a := offlineNode(t, "a", addrs["a"], mode, addrs)
 			b := offlineNode(t, "b", addrs["b"], mode, addrs)
 			var leases []ring.Lease
@@ -141,11 +142,11 @@ func TestSharedViewIsIdenticalAcrossReplicas(t *testing.T) {
 				leases = append(leases, hold(t, a, 1000+k))
 			}
 			same := loadsOf(a) == loadsOf(b)
-			if same != (mode == ViewShared) {
+			if same != (mode == core.ViewShared) {
 				t.Fatalf("%s: a reads %s, b reads %s before a publishes", mode, loadsOf(a), loadsOf(b))
 			}
 			for k := range uint64(200) {
-				if mode == ViewShared && wouldPick(a, k) != wouldPick(b, k) {
+				if mode == core.ViewShared && wouldPick(a, k) != wouldPick(b, k) {
 					t.Fatalf("shared: key %d: a picks %s, b picks %s", k, wouldPick(a, k), wouldPick(b, k))
 				}
 			}
@@ -170,26 +171,26 @@ func wouldPick(n *Node, key uint64) string {
 }
 
 func TestParseViewMode(t *testing.T) {
-	for in, want := range map[string]ViewMode{"": ViewOverlay, "shared": ViewShared, "exact": ViewExact, "overlay": ViewOverlay} {
-		if got, err := ParseViewMode(in); err != nil || got != want {
-			t.Errorf("ParseViewMode(%q) = %q, %v; want %q", in, got, err, want)
+	for in, want := range map[string]core.ViewMode{"": core.ViewOverlay, "shared": core.ViewShared, "exact": core.ViewExact, "overlay": core.ViewOverlay} {
+		if got, err := core.ParseViewMode(in); err != nil || got != want {
+			t.Errorf("core.ParseViewMode(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	if _, err := ParseViewMode("Exact"); err == nil {
-		t.Error("ParseViewMode accepts Exact")
+	if _, err := core.ParseViewMode("Exact"); err == nil {
+		t.Error("core.ParseViewMode accepts Exact")
 	}
 	if err := (Config{NodeName: "a", View: "local"}).Validate(); err == nil {
 		t.Error("Validate accepts view local")
 	}
-	if DefaultConfig().View != ViewOverlay {
+	if DefaultConfig().View != core.ViewOverlay {
 		t.Errorf("default view %q", DefaultConfig().View)
 	}
 }
 
 // BenchmarkClusterLoads is the cost the bound pays per endpoint it reads
-// (go test -run - -bench ClusterLoads -benchmem ./gossip).
+// (go test -run - -bench core.ClusterLoads -benchmem ./gossip).
 func BenchmarkClusterLoads(b *testing.B) {
-	for _, mode := range ViewModes {
+	for _, mode := range core.ViewModes {
 		b.Run(string(mode), func(b *testing.B) {
 			bal, _ := ring.NewBalancer(ring.DefaultConfig())
 			eps := make([]string, 64)
@@ -199,10 +200,10 @@ func BenchmarkClusterLoads(b *testing.B) {
 				counts[eps[i]] = int64(i % 5)
 			}
 			_ = bal.SetEndpoints(eps)
-			cl := NewClusterLoads(bal.Inflight(), mode)
-			peer := NewEntry("p", "", 1, 1, t0, eps, counts, nil)
-			cl.SetRemote(SumRemote([]Entry{peer}, Liveness{Self: "me", StaleAfter: time.Second}, t0))
-			cl.SetOwn(NewEntry("me", "", 1, 1, t0, eps, counts, nil))
+			cl := core.NewClusterLoads(bal.Inflight(), mode)
+			peer := core.NewEntry("p", "", 1, 1, t0, eps, counts, nil)
+			cl.SetRemote(core.SumRemote([]core.Entry{peer}, core.Liveness{Self: "me", StaleAfter: time.Second}, t0))
+			cl.SetOwn(core.NewEntry("me", "", 1, 1, t0, eps, counts, nil))
 			b.ReportAllocs()
 			var sink int64
 			for i := 0; b.Loop(); i++ {

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/prefixring/prefixring/gossip/core"
+	"github.com/prefixring/prefixring/internal/wire"
 
 	"github.com/prefixring/prefixring/workers"
 )
@@ -40,78 +42,26 @@ const (
 
 var errMalformed = errors.New("gossip: malformed message")
 
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
-func appendHeader(b []byte, e Entry) []byte {
-	b = appendString(b, e.Node)
-	b = appendString(b, e.Addr)
-	b = binary.AppendUvarint(b, e.Incarnation)
-	b = binary.AppendUvarint(b, e.Version)
-	b = binary.AppendVarint(b, e.Stamp)
-	var flags byte
-	if e.Left {
-		flags |= 1
-	}
-	return append(b, flags)
-}
-
-func appendCountsAndDown(b []byte, e Entry) []byte {
-	for _, n := range e.Counts {
-		b = binary.AppendVarint(b, n)
-	}
-	b = appendBits(b, e.Down, len(e.Counts))
-	return appendBits(b, e.Listed, len(e.Counts))
-}
-
-// appendBits appends n bits of flags (missing ones false).
-func appendBits(b []byte, flags []bool, n int) []byte {
-	bits := make([]byte, (n+7)/8)
-	for i, f := range flags[:min(n, len(flags))] {
-		if f {
-			bits[i/8] |= 1 << (i % 8)
-		}
-	}
-	return append(b, bits...)
-}
-
-// appendFull appends the body of a full entry (no version or kind bytes).
-func appendFull(b []byte, e Entry) []byte {
-	b = appendHeader(b, e)
-	b = binary.AppendUvarint(b, uint64(len(e.Endpoints)))
-	for _, id := range e.Endpoints {
-		b = appendString(b, id)
-	}
-	return appendCountsAndDown(b, e)
-}
+func appendString(b []byte, s string) []byte { return wire.AppendString(b, s) }
 
 // EncodeDelta encodes e as a delta message.
-func EncodeDelta(e Entry) []byte {
-	b := appendHeader([]byte{wireVersion, kindDelta}, e)
-	b = binary.LittleEndian.AppendUint64(b, Digest(e.Endpoints))
-	b = binary.AppendUvarint(b, uint64(len(e.Endpoints)))
-	return appendCountsAndDown(b, e)
+func EncodeDelta(e core.Entry) []byte {
+	return core.AppendDelta([]byte{wireVersion, kindDelta}, e)
 }
 
 // EncodeFull encodes e with its endpoint list.
-func EncodeFull(e Entry) []byte { return appendFull([]byte{wireVersion, kindFull}, e) }
+func EncodeFull(e core.Entry) []byte { return core.AppendEntry([]byte{wireVersion, kindFull}, e) }
 
 // EncodeState encodes entries for a push/pull exchange.
-func EncodeState(entries []Entry) []byte {
-	b := binary.AppendUvarint([]byte{wireVersion, kindState}, uint64(len(entries)))
-	for _, e := range entries {
-		b = appendFull(b, e)
-	}
-	return b
+func EncodeState(entries []core.Entry) []byte {
+	return core.AppendEntries([]byte{wireVersion, kindState}, entries)
 }
 
 // Message is a decoded message. A delta has Digest set and Entry.Endpoints
 // nil until expanded with [Message.Expand].
 type Message struct {
 	Kind    byte
-	Entries []Entry
+	Entries []core.Entry
 	Digest  uint64       // deltas only
 	Workers []workers.Op // workers, state+workers and state+ext messages only
 	// Sketches are sketch records (sketch and state+ext messages).
@@ -138,9 +88,9 @@ func Decode(b []byte) (Message, error) {
 		m.Digest = r.u64()
 		n := r.count(maxEndpoints)
 		r.countsAndDown(&e, n)
-		m.Entries = []Entry{e}
+		m.Entries = []core.Entry{e}
 	case kindFull:
-		m.Entries = []Entry{r.full()}
+		m.Entries = []core.Entry{r.full()}
 	case kindState, kindStateWorkers, kindStateExt:
 		n := r.count(maxEntries)
 		for i := 0; i < n && r.err == nil; i++ {
@@ -170,7 +120,7 @@ func Decode(b []byte) (Message, error) {
 
 // Expand fills a delta's endpoint list from s. It reports false when s holds
 // no list with the delta's digest, or the list's length differs.
-func (m *Message) Expand(s *State) bool {
+func (m *Message) Expand(s *core.EntryTable) bool {
 	if m.Kind != kindDelta {
 		return true
 	}
@@ -241,8 +191,8 @@ func (r *reader) u64() uint64 {
 	return 0
 }
 
-func (r *reader) header() Entry {
-	e := Entry{Node: r.str(), Addr: r.str()}
+func (r *reader) header() core.Entry {
+	e := core.Entry{Node: r.str(), Addr: r.str()}
 	e.Incarnation, e.Version, e.Stamp = r.uvarint(), r.uvarint(), r.varint()
 	if f := r.bytes(1); f != nil {
 		e.Left = f[0]&1 != 0
@@ -250,7 +200,7 @@ func (r *reader) header() Entry {
 	return e
 }
 
-func (r *reader) countsAndDown(e *Entry, n int) {
+func (r *reader) countsAndDown(e *core.Entry, n int) {
 	e.Counts = make([]int64, n)
 	for i := 0; i < n && r.err == nil; i++ {
 		e.Counts[i] = r.varint()
@@ -267,7 +217,7 @@ func (r *reader) bits(n int) []bool {
 	return out
 }
 
-func (r *reader) full() Entry {
+func (r *reader) full() core.Entry {
 	e := r.header()
 	n := r.count(maxEndpoints)
 	e.Endpoints = make([]string, 0, min(n, 1024))

@@ -1,7 +1,7 @@
 package gossip
 
 import (
-	"encoding/binary"
+	"github.com/prefixring/prefixring/gossip/core"
 
 	"github.com/prefixring/prefixring/workers"
 )
@@ -23,45 +23,30 @@ const (
 	kindStateWorkers byte = 5
 )
 
-func appendOps(b []byte, ops []workers.Op) []byte {
-	b = binary.AppendUvarint(b, uint64(len(ops)))
-	for _, op := range ops {
-		b = appendString(b, op.URL)
-		b = binary.AppendUvarint(b, op.Stamp)
-		b = appendString(b, op.Origin)
-		var flags byte
-		if op.Removed {
-			flags |= 1
-		}
-		b = append(b, flags)
-	}
-	return b
-}
-
 // EncodeWorkers encodes the ops of the registered-worker set.
 func EncodeWorkers(ops []workers.Op) []byte {
-	return appendOps([]byte{wireVersion, kindWorkers}, ops)
+	return workers.AppendOps([]byte{wireVersion, kindWorkers}, ops)
 }
 
 // EncodeStateWorkers encodes entries and the worker set's ops for a
 // push/pull exchange.
-func EncodeStateWorkers(entries []Entry, ops []workers.Op) []byte {
+func EncodeStateWorkers(entries []core.Entry, ops []workers.Op) []byte {
 	b := EncodeState(entries)
 	b[1] = kindStateWorkers
-	return appendOps(b, ops)
+	return workers.AppendOps(b, ops)
 }
 
+// ops reads the ops that end the message (workers.DecodeOps).
 func (r *reader) ops() []workers.Op {
-	n := r.count(maxEntries)
-	out := make([]workers.Op, 0, min(n, 1024))
-	for i := 0; i < n && r.err == nil; i++ {
-		op := workers.Op{URL: r.str(), Stamp: r.uvarint(), Origin: r.str()}
-		if f := r.bytes(1); f != nil {
-			op.Removed = f[0]&1 != 0
-		}
-		out = append(out, op)
+	if r.err != nil {
+		return nil
 	}
-	return out
+	ops, err := workers.DecodeOps(r.b)
+	r.b = nil
+	if err != nil {
+		r.err = errMalformed
+	}
+	return ops
 }
 
 // ShareWorkers replicates s through this node: ops made through the

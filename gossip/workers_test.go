@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"fmt"
+	"github.com/prefixring/prefixring/gossip/core"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -125,7 +126,7 @@ func TestRestartedReplicaGetsWorkersBack(t *testing.T) {
 // The workers message round-trips, and a truncated one is refused.
 func TestWorkersWire(t *testing.T) {
 	ops := []workers.Op{{URL: "http://a:1", Stamp: 1 << 40, Origin: "r0"}, {URL: "http://b:1", Stamp: 7, Origin: "r1", Removed: true}}
-	for _, b := range [][]byte{EncodeWorkers(ops), EncodeStateWorkers([]Entry{NewEntry("r0", "x", 1, 1, t0, testEndpoints, nil, nil)}, ops)} {
+	for _, b := range [][]byte{EncodeWorkers(ops), EncodeStateWorkers([]core.Entry{core.NewEntry("r0", "x", 1, 1, t0, testEndpoints, nil, nil)}, ops)} {
 		m, err := Decode(b)
 		if err != nil || !slices.Equal(m.Workers, ops) {
 			t.Fatalf("kind %d: %v %v", b[1], m.Workers, err)

@@ -53,10 +53,10 @@ func (s *Snapshot) IDs() []string {
 
 // Arbiter turns this replica's own observations into the cluster's verdict:
 // the gossip node, which hands the verdict back through [Set.ApplyVerdict].
-// Observe must not block. gen orders observations: an arbiter keeps the
+// Vote must not block. gen orders observations: an arbiter keeps the
 // highest it has seen.
 type Arbiter interface {
-	Observe(gen uint64, discovered, down []string)
+	Vote(gen uint64, discovered, down []string)
 }
 
 // Set is the one owner of the endpoint set and its health. Sources (static
@@ -391,7 +391,7 @@ func (s *Set) Dispatch(ctx context.Context) {
 			a := s.arbiter
 			s.mu.Unlock()
 			if a != nil && (last.Gen == 0 || !slices.Equal(last.discovered, cur.discovered) || !slices.Equal(last.down, cur.down)) {
-				a.Observe(cur.Gen, cur.discovered, cur.down)
+				a.Vote(cur.Gen, cur.discovered, cur.down)
 			}
 			last = cur
 			s.dispatched.Store(cur.Gen)

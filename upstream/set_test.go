@@ -17,7 +17,7 @@ type recordingArbiter struct {
 	calls            int
 }
 
-func (a *recordingArbiter) Observe(gen uint64, discovered, down []string) {
+func (a *recordingArbiter) Vote(gen uint64, discovered, down []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.calls++

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/prefixring/prefixring/gossip/core"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,7 +13,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
 
-	"github.com/prefixring/prefixring/gossip"
 	"github.com/prefixring/prefixring/loadgen"
 	"github.com/prefixring/prefixring/policy"
 	"github.com/prefixring/prefixring/sim/eval"
@@ -45,7 +45,7 @@ func evalCommand() *cli.Command {
 			&cli.StringFlag{Name: "load-factor", Value: joinAny(d.LoadFactors), Usage: "comma list of the bound's c"},
 			&cli.StringFlag{Name: "min-bound", Value: joinAny(d.MinBounds), Usage: "comma list of the bound's floor, in the load signal's unit"},
 			&cli.StringFlag{Name: "signal", Value: joinAny(d.Signals), Usage: "comma list of load signals: " + joinAny(eval.Signals) + " (engine: what the engines report, requests waiting and running, scraped every 250ms; the study's alternative, not in serve)"},
-			&cli.StringFlag{Name: "gossip-view", Value: joinAny(d.Views), Usage: "comma list of gossip views: " + joinAny(gossip.ViewModes)},
+			&cli.StringFlag{Name: "gossip-view", Value: joinAny(d.Views), Usage: "comma list of gossip views: " + joinAny(core.ViewModes)},
 			&cli.StringFlag{Name: "gossip-interval", Value: joinAny(d.GossipIntervals), Usage: "comma list of gossip publication intervals"},
 			&cli.StringFlag{Name: "key", Value: joinAny(d.Keys), Usage: "comma list of key designs: " + join(eval.KeyDesigns)},
 			&cli.BoolFlag{Name: "full", Usage: "the full study: every policy at 1, 3 and 8 router replicas, wider sweeps (docs/study.md gives its run time)"},
@@ -148,7 +148,7 @@ func customGrid(c *cli.Context) (eval.Grid, error) {
 		},
 		func() error { g.Signals, err = splitList("signal", c.String("signal"), eval.ParseSignal); return err },
 		func() error {
-			g.Views, err = splitList("gossip-view", c.String("gossip-view"), gossip.ParseViewMode)
+			g.Views, err = splitList("gossip-view", c.String("gossip-view"), core.ParseViewMode)
 			return err
 		},
 		func() error {

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 
+	"github.com/prefixring/prefixring/gossip/core"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/prefixring/prefixring/gossip"
@@ -46,7 +48,7 @@ func gossipConfig(c *cli.Context) (*gossip.Config, error) {
 	cfg.Join, cfg.Key = c.StringSlice("join"), key
 	cfg.Interval, cfg.PushPull = c.Duration("gossip-interval"), c.Duration("gossip-push-pull")
 	cfg.SketchInterval = c.Duration("sketch-interval")
-	if cfg.View, err = gossip.ParseViewMode(c.String("gossip-view")); err != nil {
+	if cfg.View, err = core.ParseViewMode(c.String("gossip-view")); err != nil {
 		return nil, fmt.Errorf("--gossip-view: %w", err)
 	}
 	cfg.RejoinInterval, cfg.StaleAfter = c.Duration("gossip-rejoin-interval"), c.Duration("gossip-stale-after")

@@ -12,6 +12,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/prefixring/prefixring/gossip/core"
 	"log"
 	"os"
 	"slices"
@@ -20,7 +21,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/prefixring/prefixring/gossip"
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/sim/engine"
 	"github.com/prefixring/prefixring/sim/fleet"
@@ -55,7 +55,7 @@ func main() {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	defer tw.Flush()
 	fmt.Fprintln(tw, "table\treplicas\tgossip\tview\tinterval\tagreement\thit rate\thit/hit(1)\tspill+fallback\tmean in-flight/engine\tTTFT p50 ms\tTTFT p99 ms\tover bound\tmax excess\t")
-	vm, err := gossip.ParseViewMode(*view)
+	vm, err := core.ParseViewMode(*view)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func main() {
 	}
 	if *table == "modes" || *table == "all" {
 		for _, iv := range []time.Duration{10, 20, 50, 100, 200, 500, 1000} {
-			for _, m := range []setup{{view: gossip.ViewExact}, {view: gossip.ViewShared}, {view: gossip.ViewOverlay}} {
+			for _, m := range []setup{{view: core.ViewExact}, {view: core.ViewShared}, {view: core.ViewOverlay}} {
 				m.replicas, m.gossip, m.interval = *modesR, true, iv*time.Millisecond
 				print(tw, "modes", run(w, m), base)
 			}
@@ -109,7 +109,7 @@ func main() {
 type setup struct {
 	replicas int
 	gossip   bool
-	view     gossip.ViewMode
+	view     core.ViewMode
 	interval time.Duration
 }
 

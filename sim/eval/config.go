@@ -3,6 +3,7 @@ package eval
 import (
 	"errors"
 	"fmt"
+	"github.com/prefixring/prefixring/gossip/core"
 	"math"
 	"os"
 	"path/filepath"
@@ -32,7 +33,7 @@ type Grid struct {
 	LoadFactors     []float64
 	MinBounds       []int64 // the bound's floor, in the signal's unit
 	Signals         []ring.Signal
-	Views           []gossip.ViewMode
+	Views           []core.ViewMode
 	GossipIntervals []time.Duration
 	Keys            []string // names of KeyDesigns
 }
@@ -74,7 +75,7 @@ func defaults() Grid {
 	rc, gc := ring.DefaultConfig(), gossip.DefaultConfig()
 	return Grid{Endpoints: []int{8}, Routers: []int{3}, RateScales: []float64{1},
 		LoadFactors: []float64{rc.LoadFactor}, MinBounds: []int64{rc.MinBound}, Signals: []ring.Signal{rc.Signal},
-		Views: []gossip.ViewMode{gc.View}, GossipIntervals: []time.Duration{gc.Interval}, Keys: []string{DefaultKey}}
+		Views: []core.ViewMode{gc.View}, GossipIntervals: []time.Duration{gc.Interval}, Keys: []string{DefaultKey}}
 }
 
 // CustomGrid is one grid at prefixring's defaults over the built-in
@@ -163,20 +164,20 @@ func DefaultConfig(traces string, full bool) Config {
 	// the first 4096 characters.
 	grids = append(grids, traceAt1and2(mk(GridSignal, func(g *Grid) {
 		g.RateScales, g.Signals, g.MinBounds = rates, []ring.Signal{ring.SignalRequests}, []int64{ring.DefaultMinRequests}
-		g.Views, g.Keys = []gossip.ViewMode{gossip.ViewShared}, []string{"first-4096"}
+		g.Views, g.Keys = []core.ViewMode{core.ViewShared}, []string{"first-4096"}
 	}))...)
 	grids = append(grids,
 		// Staleness: short requests whose bound binds near capacity
 		// (shared-prefix) and long ones (the trace).
 		mk(GridStaleness, func(g *Grid) {
-			g.RateScales, g.Views = []float64{2}, []gossip.ViewMode{gossip.ViewOverlay, gossip.ViewShared}
+			g.RateScales, g.Views = []float64{2}, []core.ViewMode{core.ViewOverlay, core.ViewShared}
 			g.GossipIntervals = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
 			if !full {
 				g.Workloads = slices.DeleteFunc(slices.Clone(g.Workloads), func(w string) bool {
 					return w != "shared-prefix" && !isTrace(w)
 				})
 			} else {
-				g.RateScales, g.Views = []float64{1, 2}, append(g.Views, gossip.ViewExact)
+				g.RateScales, g.Views = []float64{1, 2}, append(g.Views, core.ViewExact)
 				g.GossipIntervals = append([]time.Duration{10 * time.Millisecond}, g.GossipIntervals...)
 			}
 		}),
@@ -258,8 +259,8 @@ func (g Grid) Validate() error {
 		}
 	}
 	for _, v := range g.Views {
-		if _, err := gossip.ParseViewMode(string(v)); err != nil || v == "" {
-			return fmt.Errorf("eval: gossip view %q (known: %q)", v, gossip.ViewModes)
+		if _, err := core.ParseViewMode(string(v)); err != nil || v == "" {
+			return fmt.Errorf("eval: gossip view %q (known: %q)", v, core.ViewModes)
 		}
 	}
 	for _, i := range g.GossipIntervals {

@@ -3,12 +3,12 @@ package eval
 import (
 	"cmp"
 	"errors"
+	"github.com/prefixring/prefixring/gossip/core"
 	"runtime"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/prefixring/prefixring/gossip"
 	"github.com/prefixring/prefixring/policy"
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/sim/engine"
@@ -26,7 +26,7 @@ type point struct {
 	loadFactor       float64
 	minBound         int64
 	signal           ring.Signal
-	view             gossip.ViewMode
+	view             core.ViewMode
 	interval         time.Duration
 	key              string
 }

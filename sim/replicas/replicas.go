@@ -1,8 +1,9 @@
 // Package replicas models R prefixring router replicas inside the fleet
 // simulator (package sim) with the production code: each replica is a real
-// ring.Balancer whose bound reads a real gossip.ClusterLoads, fed with real
-// gossip.Entry publications merged into a real gossip.State and summed by
-// gossip.SumRemote under the production liveness rule. Only the network is
+// ring.Balancer whose bound reads a real core.ClusterLoads, fed by the
+// gossip node's own view (core.View: core.Entry publications merged into
+// its table and summed under the production liveness rule). Only the
+// network is
 // modelled: replica j publishes its entry every Interval (at phase
 // j*Interval/R), sees it at once, and the others receive it Latency later.
 // Clients are spread over the replicas round-robin.
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"github.com/prefixring/prefixring/gossip"
+	"github.com/prefixring/prefixring/gossip/core"
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/sim/workload"
 )
@@ -42,7 +44,7 @@ type Config struct {
 	Latency time.Duration
 	// View is what the bound reads; default: the production default,
 	// gossip.DefaultConfig().View.
-	View gossip.ViewMode
+	View core.ViewMode
 	// StaleAfter is the liveness rule's expiry; default the production
 	// default, raised to 3 intervals for long intervals (production
 	// requires it above the heartbeat, which is at least the interval).
@@ -56,9 +58,8 @@ var epoch = time.Unix(1_700_000_000, 0)
 type replica struct {
 	name  string
 	bal   *ring.Balancer
-	loads *gossip.ClusterLoads // nil without gossip: the balancer reads its own counters
-	state *gossip.State        // entries received, its own included
-	live  gossip.Liveness
+	loads *core.ClusterLoads // nil without gossip: the balancer reads its own counters
+	view  *core.View         // entries received, its own included; nil without gossip
 	ver   uint64
 	next  time.Duration // its next publication
 }
@@ -67,7 +68,7 @@ type replica struct {
 type delivery struct {
 	at    time.Duration
 	to    int
-	entry gossip.Entry
+	entry core.Entry
 }
 
 // Picker implements policy.Picker over R replicas.
@@ -106,7 +107,7 @@ func New(cfg Config) (*Picker, error) {
 	if cfg.View == "" {
 		cfg.View = d.View
 	}
-	if _, err := gossip.ParseViewMode(string(cfg.View)); err != nil {
+	if _, err := core.ParseViewMode(string(cfg.View)); err != nil {
 		return nil, err
 	}
 	if cfg.StaleAfter == 0 {
@@ -122,11 +123,10 @@ func New(cfg Config) (*Picker, error) {
 			return nil, err
 		}
 		name := fmt.Sprintf("replica-%d", i)
-		r := &replica{name: name, bal: b, state: gossip.NewState(),
-			live: gossip.Liveness{Self: name, StaleAfter: cfg.StaleAfter},
-			next: time.Duration(i) * cfg.Interval / time.Duration(cfg.Replicas)}
+		r := &replica{name: name, bal: b, next: time.Duration(i) * cfg.Interval / time.Duration(cfg.Replicas)}
 		if cfg.Gossip {
-			r.loads = gossip.NewClusterLoads(b.Inflight(), cfg.View)
+			r.loads = core.NewClusterLoads(b.Inflight(), cfg.View)
+			r.view = core.NewView(name, cfg.StaleAfter, r.loads)
 			b.SetLoads(r.loads)
 		}
 		p.reps = append(p.reps, r)
@@ -135,7 +135,7 @@ func New(cfg Config) (*Picker, error) {
 }
 
 // View returns the view mode the replicas' bounds read.
-func (p *Picker) View() gossip.ViewMode { return p.cfg.View }
+func (p *Picker) View() core.ViewMode { return p.cfg.View }
 
 // Loads returns what replica i's bound reads.
 func (p *Picker) Loads(i int) ring.Loads {
@@ -289,18 +289,17 @@ func (p *Picker) advance() {
 	}
 }
 
-// publish builds replica j's entry as gossip.Node does, applies it to j at
-// once, refreshes j's view of the others (as a publication tick does), and
-// puts it on the wire to the others.
+// publish builds replica j's entry as gossip.Node does, publishes it in
+// j's view at once, refreshes that view (as the node's publication tick
+// does), and puts it on the wire to the others.
 func (p *Picker) publish(j int) {
 	r := p.reps[j]
 	at := r.next
 	r.next += p.cfg.Interval
 	r.ver++
-	e := gossip.NewEntry(r.name, r.name, 1, r.ver, epoch.Add(at), p.cfg.Endpoints, r.bal.Inflight().Counts(), nil)
-	r.state.Merge(e)
-	r.loads.SetOwn(e)
-	r.loads.SetRemote(gossip.SumRemote(r.state.Entries(), r.live, epoch.Add(at)))
+	e := core.NewEntry(r.name, r.name, 1, r.ver, epoch.Add(at), p.cfg.Endpoints, r.bal.Inflight().Counts(), nil)
+	r.view.Publish(e)
+	r.view.Refresh(epoch.Add(at), nil)
 	for k := range p.reps {
 		if k == j {
 			continue
@@ -314,12 +313,12 @@ func (p *Picker) publish(j int) {
 	}
 }
 
-// deliver merges a publication into its receiver's state and swaps in the
-// new sum of the others' counts, as gossip.Node.receive does.
+// deliver merges a publication into its receiver's view, as
+// gossip.Node's receive does, then rebuilds the sum at the delivery's time,
+// so an entry that went stale meanwhile stops counting at once.
 func (p *Picker) deliver(d delivery) {
 	r := p.reps[d.to]
-	if len(r.state.Merge(d.entry)) == 0 {
-		return
+	if changed, _ := r.view.Receive(epoch.Add(d.at), d.entry); len(changed) > 0 {
+		r.view.Refresh(epoch.Add(d.at), nil)
 	}
-	r.loads.SetRemote(gossip.SumRemote(r.state.Entries(), r.live, epoch.Add(d.at)))
 }

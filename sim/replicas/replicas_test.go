@@ -1,6 +1,7 @@
 package replicas
 
 import (
+	"github.com/prefixring/prefixring/gossip/core"
 	"testing"
 	"time"
 
@@ -45,7 +46,7 @@ func TestPublishedCountsReachOthers(t *testing.T) {
 // replica 0 sees it at once.
 func TestSharedViewDelivery(t *testing.T) {
 	const lat = time.Millisecond
-	for _, mode := range []gossip.ViewMode{gossip.ViewShared, gossip.ViewExact} {
+	for _, mode := range []core.ViewMode{core.ViewShared, core.ViewExact} {
 		p, err := New(Config{Replicas: 2, Endpoints: fleet.EndpointIDs(4), Ring: requests(), Gossip: true,
 			Interval: 100 * time.Millisecond, Latency: lat, View: mode})
 		if err != nil {
@@ -55,7 +56,7 @@ func TestSharedViewDelivery(t *testing.T) {
 		at(60 * time.Millisecond) // both published (at 0 and 50 ms) and delivered
 		l, _ := p.reps[0].bal.Acquire(ring.Request{Key: 7, Keyed: true})
 		seen := func() (int64, int64) { return p.Loads(0).Load(l.Endpoint), p.Loads(1).Load(l.Endpoint) }
-		want0 := map[gossip.ViewMode]int64{gossip.ViewShared: 0, gossip.ViewExact: 1}[mode]
+		want0 := map[core.ViewMode]int64{core.ViewShared: 0, core.ViewExact: 1}[mode]
 		if a, b := seen(); a != want0 || b != 0 {
 			t.Fatalf("%s before publication: replica 0 sees %d, 1 sees %d", mode, a, b)
 		}
@@ -75,7 +76,7 @@ func TestSharedViewDelivery(t *testing.T) {
 // reads the same numbers in ViewShared, so all decisions agree.
 func TestSharedViewAgreesWithoutLatency(t *testing.T) {
 	p, err := New(Config{Replicas: 3, Endpoints: fleet.EndpointIDs(4), Ring: requests(), Gossip: true,
-		Interval: 100 * time.Millisecond, View: gossip.ViewShared})
+		Interval: 100 * time.Millisecond, View: core.ViewShared})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,12 +115,12 @@ func TestDefaultViewIsProductionDefault(t *testing.T) {
 }
 
 // TestNoPeerYetReadsLiveCounts: in the shared view, a replica that has
-// heard from no peer yet reads its own live counts, as gossip.ClusterLoads
+// heard from no peer yet reads its own live counts, as core.ClusterLoads
 // does (nobody to agree with): its lease is visible to it before it
 // publishes.
 func TestNoPeerYetReadsLiveCounts(t *testing.T) {
 	p, err := New(Config{Replicas: 2, Endpoints: fleet.EndpointIDs(4), Ring: requests(), Gossip: true,
-		Interval: 100 * time.Millisecond, Latency: time.Millisecond, View: gossip.ViewShared})
+		Interval: 100 * time.Millisecond, Latency: time.Millisecond, View: core.ViewShared})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func requests() ring.Config {
 func TestPublicationCarriesTheCountsOfItsTick(t *testing.T) {
 	for _, advance := range []bool{true, false} {
 		p, err := New(Config{Replicas: 2, Endpoints: fleet.EndpointIDs(4), Ring: requests(), Gossip: true,
-			Interval: 100 * time.Millisecond, View: gossip.ViewShared})
+			Interval: 100 * time.Millisecond, View: core.ViewShared})
 		if err != nil {
 			t.Fatal(err)
 		}

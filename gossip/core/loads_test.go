@@ -1,4 +1,4 @@
-package gossip
+package core
 
 import (
 	"reflect"
@@ -65,7 +65,7 @@ func TestClusterLoadsAddsLocalAndRemote(t *testing.T) {
 	}
 }
 
-func TestDecideMajority(t *testing.T) {
+func TestTallyMajority(t *testing.T) {
 	eps := []string{"e1", "e2", "e3"}
 	voter := func(down ...string) Entry {
 		d := map[string]bool{}
@@ -86,26 +86,26 @@ func TestDecideMajority(t *testing.T) {
 		{"tombstones do not vote", []Entry{voter("e3"), {Node: "gone", Left: true}}, []string{"e3"}},
 	}
 	for _, c := range cases {
-		v := Decide(c.voters)
+		v := Tally(c.voters)
 		if !reflect.DeepEqual(v.Down, c.down) || !reflect.DeepEqual(v.Endpoints, eps) {
 			t.Errorf("%s: %+v, want down %v", c.name, v, c.down)
 		}
 	}
 }
 
-func TestDecideEndpointSetByMajority(t *testing.T) {
+func TestTallyEndpointSetByMajority(t *testing.T) {
 	a := NewEntry("a", "", 1, 1, t0, []string{"e1", "e2", "new"}, nil, nil)
 	b := NewEntry("b", "", 1, 1, t0, []string{"e1", "e2"}, nil, nil)
 	c := NewEntry("c", "", 1, 1, t0, []string{"e1", "e2", "new"}, nil, nil)
 	empty := NewEntry("d", "", 1, 1, t0, nil, nil, nil)
-	if v := Decide([]Entry{a, b, empty}); !reflect.DeepEqual(v.Endpoints, []string{"e1", "e2"}) {
+	if v := Tally([]Entry{a, b, empty}); !reflect.DeepEqual(v.Endpoints, []string{"e1", "e2"}) {
 		t.Errorf("1 of 2 voters list new: %v", v.Endpoints)
 	}
-	if v := Decide([]Entry{a, b, c}); !reflect.DeepEqual(v.Endpoints, []string{"e1", "e2", "new"}) {
+	if v := Tally([]Entry{a, b, c}); !reflect.DeepEqual(v.Endpoints, []string{"e1", "e2", "new"}) {
 		t.Errorf("2 of 3 list new: %v", v.Endpoints)
 	}
 	// Order of voters does not matter.
-	if x, y := Decide([]Entry{c, b, a}), Decide([]Entry{a, b, c}); !reflect.DeepEqual(x, y) {
+	if x, y := Tally([]Entry{c, b, a}), Tally([]Entry{a, b, c}); !reflect.DeepEqual(x, y) {
 		t.Errorf("order changes the verdict: %v vs %v", x, y)
 	}
 }

@@ -1,13 +1,13 @@
-package gossip
+package core
 
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"reflect"
-	"strconv"
 	"testing"
 	"time"
+
+	"github.com/prefixring/prefixring/gossip/core/coretest"
 )
 
 var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -30,84 +30,29 @@ func randomEntry(r *rand.Rand) Entry {
 	return e
 }
 
-func randomState(r *rand.Rand) []Entry {
-	out := make([]Entry, r.IntN(5))
-	for i := range out {
-		out[i] = randomEntry(r)
-	}
-	return out
+// TestEntryTableMergeLaws: merging entries is idempotent, commutative and
+// associative, and what Merge returns, merged into the old table, gives the
+// new one.
+func TestEntryTableMergeLaws(t *testing.T) {
+	coretest.CheckMergeLaws(t, coretest.State[*EntryTable, Entry]{
+		New:           NewEntryTable,
+		Merge:         (*EntryTable).Merge,
+		Values:        (*EntryTable).Entries,
+		Value:         randomEntry,
+		ReportsChange: true,
+	})
 }
 
-func merged(parts ...[]Entry) []Entry {
-	s := NewState()
-	for _, p := range parts {
-		s.Merge(p...)
-	}
-	return s.Entries()
-}
-
-// lawRand returns the law tests' source: seed 1, or $GOSSIP_SEED to explore.
-func lawRand(t *testing.T) *rand.Rand {
-	seed := uint64(1)
-	if s := os.Getenv("GOSSIP_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("seed %d", seed)
-	return rand.New(rand.NewPCG(seed, 1))
-}
-
-func TestMergeLawIdempotent(t *testing.T) {
-	r := lawRand(t)
+// TestMergeChangeHoldsNothingKnown: the change holds no entry the old
+// table had.
+func TestMergeChangeHoldsNothingKnown(t *testing.T) {
+	r := rand.New(rand.NewPCG(coretest.Seed(t), 1))
 	for range 2000 {
-		a := randomState(r)
-		s := NewState()
+		a, b := randomEntries(r), randomEntries(r)
+		s, old := NewEntryTable(), NewEntryTable()
 		s.Merge(a...)
-		if ch := s.Merge(s.Entries()...); len(ch) != 0 {
-			t.Fatalf("merging a state into itself changed %v", ch)
-		}
-		if got, want := merged(a, a), merged(a); !reflect.DeepEqual(got, want) {
-			t.Fatalf("a∪a = %v, a = %v", got, want)
-		}
-	}
-}
-
-func TestMergeLawCommutative(t *testing.T) {
-	r := lawRand(t)
-	for range 2000 {
-		a, b := randomState(r), randomState(r)
-		if ab, ba := merged(a, b), merged(b, a); !reflect.DeepEqual(ab, ba) {
-			t.Fatalf("a∪b = %v\nb∪a = %v", ab, ba)
-		}
-	}
-}
-
-func TestMergeLawAssociative(t *testing.T) {
-	r := lawRand(t)
-	for range 2000 {
-		a, b, c := randomState(r), randomState(r), randomState(r)
-		left := merged(merged(a, b), c)
-		right := merged(a, merged(b, c))
-		if !reflect.DeepEqual(left, right) {
-			t.Fatalf("(a∪b)∪c = %v\na∪(b∪c) = %v", left, right)
-		}
-	}
-}
-
-// TestMergeReturnsOnlyTheChange: what Merge returns, merged into the old
-// state, gives the new state; and it holds nothing the old state had.
-func TestMergeReturnsOnlyTheChange(t *testing.T) {
-	r := lawRand(t)
-	for range 2000 {
-		a, b := randomState(r), randomState(r)
-		s := NewState()
-		s.Merge(a...)
-		change := s.Merge(b...)
-		if got, want := merged(a, change), s.Entries(); !reflect.DeepEqual(got, want) {
-			t.Fatalf("a∪change = %v, a∪b = %v", got, want)
-		}
-		old := NewState()
 		old.Merge(a...)
-		for _, e := range change {
+		for _, e := range s.Merge(b...) {
 			if o, ok := old.Get(e.Node); ok && reflect.DeepEqual(o, e) {
 				t.Fatalf("change repeats known entry %v", e)
 			}
@@ -115,8 +60,16 @@ func TestMergeReturnsOnlyTheChange(t *testing.T) {
 	}
 }
 
+func randomEntries(r *rand.Rand) []Entry {
+	out := make([]Entry, r.IntN(5))
+	for i := range out {
+		out[i] = randomEntry(r)
+	}
+	return out
+}
+
 func TestNewerIncarnationWinsOverHigherVersion(t *testing.T) {
-	s := NewState()
+	s := NewEntryTable()
 	s.Merge(Entry{Node: "a", Incarnation: 1, Version: 99})
 	if ch := s.Merge(Entry{Node: "a", Incarnation: 2, Version: 1}); len(ch) != 1 {
 		t.Fatal("a restart's first entry did not replace the old incarnation's")
@@ -127,7 +80,7 @@ func TestNewerIncarnationWinsOverHigherVersion(t *testing.T) {
 }
 
 func TestForgetDropsOldEntriesAndTheyStayDead(t *testing.T) {
-	s := NewState()
+	s := NewEntryTable()
 	old := NewEntry("old", "", 1, 1, t0, []string{"a"}, map[string]int64{"a": 7}, nil)
 	fresh := NewEntry("fresh", "", 1, 1, t0.Add(58*time.Second), []string{"a"}, map[string]int64{"a": 1}, nil)
 	self := NewEntry("self", "", 1, 1, t0, []string{"a"}, nil, nil)

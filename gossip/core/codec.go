@@ -1,0 +1,166 @@
+package core
+
+import (
+	"encoding/binary"
+
+	"github.com/prefixring/prefixring/internal/wire"
+)
+
+// The entries' codec. Integers are varints; strings are length-prefixed.
+//
+//	header: node, addr, incarnation, version, stamp, flags (bit 0: left)
+//	entry:  header, n, n endpoint IDs, n counts, down bits, listed bits
+//	delta:  header, digest (8 bytes LE), n, n counts, down bits, listed bits
+//	table:  m, then m entries
+//
+// A delta names its endpoint list by [Digest] only, so at 500 endpoints it
+// still fits one UDP packet; the receiver expands it from an entry it holds
+// with the same list ([Delta.Expand]), or drops it and waits for a full
+// entry. Bits are ceil(n/8) bytes, bit i of byte i/8 for endpoint i.
+const (
+	maxEndpoints = 1 << 16
+	maxEntries   = 1 << 14
+)
+
+func appendHeader(b []byte, e Entry) []byte {
+	b = wire.AppendString(b, e.Node)
+	b = wire.AppendString(b, e.Addr)
+	b = binary.AppendUvarint(b, e.Incarnation)
+	b = binary.AppendUvarint(b, e.Version)
+	b = binary.AppendVarint(b, e.Stamp)
+	var flags byte
+	if e.Left {
+		flags |= 1
+	}
+	return append(b, flags)
+}
+
+func appendCountsAndDown(b []byte, e Entry) []byte {
+	for _, n := range e.Counts {
+		b = binary.AppendVarint(b, n)
+	}
+	b = appendBits(b, e.Down, len(e.Counts))
+	return appendBits(b, e.Listed, len(e.Counts))
+}
+
+// appendBits appends n bits of flags (missing ones false).
+func appendBits(b []byte, flags []bool, n int) []byte {
+	bits := make([]byte, (n+7)/8)
+	for i, f := range flags[:min(n, len(flags))] {
+		if f {
+			bits[i/8] |= 1 << (i % 8)
+		}
+	}
+	return append(b, bits...)
+}
+
+// AppendEntry appends e with its endpoint list.
+func AppendEntry(b []byte, e Entry) []byte {
+	b = appendHeader(b, e)
+	b = binary.AppendUvarint(b, uint64(len(e.Endpoints)))
+	for _, id := range e.Endpoints {
+		b = wire.AppendString(b, id)
+	}
+	return appendCountsAndDown(b, e)
+}
+
+// AppendDelta appends e without its endpoint list, named by its digest.
+func AppendDelta(b []byte, e Entry) []byte {
+	b = appendHeader(b, e)
+	b = binary.LittleEndian.AppendUint64(b, Digest(e.Endpoints))
+	b = binary.AppendUvarint(b, uint64(len(e.Endpoints)))
+	return appendCountsAndDown(b, e)
+}
+
+// AppendEntries appends a table of entries.
+func AppendEntries(b []byte, entries []Entry) []byte {
+	b = binary.AppendUvarint(b, uint64(len(entries)))
+	for _, e := range entries {
+		b = AppendEntry(b, e)
+	}
+	return b
+}
+
+// Delta is a decoded delta: an entry whose Endpoints are nil until
+// [Delta.Expand] fills them from a table holding the list of Digest.
+type Delta struct {
+	Entry  Entry
+	Digest uint64
+}
+
+// Expand fills the delta's endpoint list from t. It reports false when t
+// holds no list with the delta's digest, or the list's length differs.
+func (d *Delta) Expand(t *EntryTable) bool {
+	eps, ok := t.EndpointsOf(d.Digest)
+	if !ok || len(eps) != len(d.Entry.Counts) {
+		return false
+	}
+	d.Entry.Endpoints = eps
+	return true
+}
+
+// DecodeEntry reads an entry written by [AppendEntry], and nothing after it.
+func DecodeEntry(b []byte) (Entry, error) {
+	r := wire.NewReader(b)
+	e := readEntry(r)
+	return e, r.Done()
+}
+
+// DecodeDelta reads a delta written by [AppendDelta], and nothing after it.
+func DecodeDelta(b []byte) (Delta, error) {
+	r := wire.NewReader(b)
+	d := Delta{Entry: readHeader(r)}
+	d.Digest = r.U64()
+	readCountsAndDown(r, &d.Entry, r.Count(maxEndpoints))
+	return d, r.Done()
+}
+
+// DecodeEntries reads a table written by [AppendEntries], and nothing after it.
+func DecodeEntries(b []byte) ([]Entry, error) {
+	r := wire.NewReader(b)
+	n := r.Count(maxEntries)
+	var out []Entry
+	for i := 0; i < n && r.Err() == nil; i++ {
+		out = append(out, readEntry(r))
+	}
+	return out, r.Done()
+}
+
+func readHeader(r *wire.Reader) Entry {
+	e := Entry{Node: r.String(), Addr: r.String()}
+	e.Incarnation, e.Version, e.Stamp = r.Uvarint(), r.Uvarint(), r.Varint()
+	e.Left = r.Byte()&1 != 0
+	return e
+}
+
+func readCountsAndDown(r *wire.Reader, e *Entry, n int) {
+	e.Counts = make([]int64, n)
+	for i := 0; i < n && r.Err() == nil; i++ {
+		e.Counts[i] = r.Varint()
+	}
+	e.Down, e.Listed = readBits(r, n), readBits(r, n)
+}
+
+func readBits(r *wire.Reader, n int) []bool {
+	out := make([]bool, n)
+	bits := r.Bytes((n + 7) / 8)
+	for i := 0; i < n && r.Err() == nil; i++ {
+		out[i] = bits[i/8]&(1<<(i%8)) != 0
+	}
+	return out
+}
+
+func readEntry(r *wire.Reader) Entry {
+	e := readHeader(r)
+	n := r.Count(maxEndpoints)
+	e.Endpoints = make([]string, 0, min(n, 1024))
+	for i := 0; i < n && r.Err() == nil; i++ {
+		id := r.String()
+		if i > 0 && id <= e.Endpoints[i-1] {
+			r.Fail(wire.ErrMalformed) // entries keep their endpoints sorted and unique
+		}
+		e.Endpoints = append(e.Endpoints, id)
+	}
+	readCountsAndDown(r, &e, n)
+	return e
+}

@@ -1,0 +1,136 @@
+package core
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Entry is one replica's record of its loads and observations. Only the
+// replica named Node writes it; every other replica keeps the newest copy
+// it has seen. An Entry is immutable once built: merges share its slices.
+type Entry struct {
+	// Node is the replica's memberlist name; it keys the entry.
+	Node string
+	// Addr is the replica's gossip advertise address. It ties the name to
+	// one process, so a second process that takes the same name is ignored.
+	Addr string
+	// Incarnation orders restarts: the replica's start time in unix
+	// nanoseconds, raised above any older incarnation of its name it hears of.
+	Incarnation uint64
+	// Version orders updates within an incarnation.
+	Version uint64
+	// Stamp is the owner's wall clock at publication, unix milliseconds. It
+	// drives staleness (see [Liveness]); no replica reads another's clock
+	// for anything else.
+	Stamp int64
+	// Left marks a tombstone: the replica left the cluster cleanly. A
+	// tombstone carries no counts or votes.
+	Left bool
+	// Endpoints are the endpoints this replica discovered or holds
+	// leases on, sorted.
+	Endpoints []string
+	// Counts[i] is this replica's load on Endpoints[i]: the weights of the
+	// leases it holds there (ring.Inflight's counts, token-weighted when
+	// the balancer weighs leases by tokens).
+	Counts []int64
+	// Down[i] reports that this replica's checks see Endpoints[i] down.
+	Down []bool
+	// Listed[i] reports that this replica discovered Endpoints[i]: its vote
+	// for the endpoint set. An endpoint it routes to (because the majority
+	// lists it) but has not discovered itself (DNS lag, a different
+	// --endpoints) is carried for its counts alone, so the bound everywhere
+	// sees every lease.
+	Listed []bool
+}
+
+// NewEntry builds an entry from a replica's observations: the endpoints it
+// discovered (its votes), its loads on any endpoint (including ones it did
+// not discover), and the endpoints its checks see down.
+func NewEntry(node, addr string, inc, ver uint64, now time.Time, discovered []string,
+	counts map[string]int64, down map[string]bool) Entry {
+	listed := make(map[string]bool, len(discovered))
+	eps := slices.Clone(discovered)
+	for _, id := range discovered {
+		listed[id] = true
+	}
+	for id, n := range counts {
+		if n != 0 && !listed[id] {
+			eps = append(eps, id)
+		}
+	}
+	slices.Sort(eps)
+	eps = slices.Compact(eps)
+	e := Entry{
+		Node: node, Addr: addr, Incarnation: inc, Version: ver, Stamp: now.UnixMilli(),
+		Endpoints: eps, Counts: make([]int64, len(eps)), Down: make([]bool, len(eps)), Listed: make([]bool, len(eps)),
+	}
+	for i, id := range eps {
+		e.Counts[i] = counts[id]
+		e.Listed[i] = listed[id]
+		e.Down[i] = listed[id] && down[id]
+	}
+	return e
+}
+
+// Digest identifies the endpoint list, so a delta can refer to it without
+// carrying it. IDs are separated by a 0x00 byte, so ["ab","c"] and
+// ["a","bc"] differ.
+func Digest(endpoints []string) uint64 {
+	d := xxhash.New()
+	for _, id := range endpoints {
+		_, _ = d.WriteString(id)
+		_, _ = d.Write([]byte{0})
+	}
+	return d.Sum64()
+}
+
+// Total returns the entry's load over all its endpoints.
+func (e Entry) Total() int64 {
+	var t int64
+	for _, n := range e.Counts {
+		t += n
+	}
+	return t
+}
+
+// Compare orders two versions of one node's entry: by incarnation, version
+// and stamp, and, for the equal triples only two processes sharing a name
+// can produce, by a hash of the content, so merging stays commutative even
+// then. It returns 0 only for identical content.
+func Compare(a, b Entry) int {
+	if c := cmp.Compare(a.Incarnation, b.Incarnation); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Version, b.Version); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Stamp, b.Stamp); c != 0 {
+		return c
+	}
+	return cmp.Compare(fingerprint(a), fingerprint(b))
+}
+
+func fingerprint(e Entry) uint64 { return xxhash.Sum64(AppendEntry(nil, e)) }
+
+// SameContent reports whether two entries of one incarnation say the same
+// (versions and stamps aside): a replica republishes only a changed entry.
+func SameContent(a, b Entry) bool {
+	return a.Incarnation == b.Incarnation && a.Left == b.Left && slices.Equal(a.Endpoints, b.Endpoints) &&
+		slices.Equal(a.Counts, b.Counts) && slices.Equal(a.Down, b.Down) && slices.Equal(a.Listed, b.Listed)
+}
+
+// listed reports whether the entry's replica discovered Endpoints[i]. An
+// entry built without Listed (by hand, in tests) lists all its endpoints.
+func (e Entry) listed(i int) bool { return e.Listed == nil || e.Listed[i] }
+
+func (e Entry) listsAny() bool {
+	for i := range e.Endpoints {
+		if e.listed(i) {
+			return true
+		}
+	}
+	return false
+}
