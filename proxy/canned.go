@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // net/http's server answers some malformed requests itself, before any
@@ -43,6 +44,9 @@ func markResponses(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c, ok := r.Context().Value(connKey{}).(*cannedConn); ok {
 			c.inResponse.Store(true)
+			// The previous response's write deadline (deadlineWriter)
+			// must not outlive it.
+			_ = c.SetWriteDeadline(time.Time{})
 		}
 		h.ServeHTTP(w, r)
 	})

@@ -38,6 +38,22 @@ type Config struct {
 	// queue requests for minutes under load, so the default is 10 minutes,
 	// the default timeout of OpenAI's own clients.
 	UpstreamTimeout time.Duration
+	// StreamIdleTimeout ends a response whose upstream sent nothing for
+	// this long after its headers (Envoy's stream_idle_timeout, and its
+	// default: 5 minutes). An event stream ends with an OpenAI-style error
+	// event (stream_idle_timeout), any other body is cut; the upstream
+	// connection is closed and the endpoint charged a failure. Time spent
+	// waiting on a slow client does not count. 5 minutes is half the
+	// 10-minute read timeout of OpenAI's own clients, so the router ends a
+	// stalled stream with an error the client can read before the client
+	// gives up on its own with an opaque one; a request queued on an engine
+	// that sent its headers early waits that long for its first token.
+	StreamIdleTimeout time.Duration
+	// ClientWriteTimeout is the longest one write of a response to the
+	// client may wait (nginx's send_timeout, and its default: 60s): a client
+	// that stops reading, with its socket buffers full, is disconnected and
+	// the upstream connection behind it released.
+	ClientWriteTimeout time.Duration
 	// Blocks makes the router hash the whole prompt of every keyed request
 	// into chained blocks (ring.Request.Blocks), for the policies that
 	// match prompts against a tree (radix, score). Default false.
@@ -65,6 +81,8 @@ func DefaultConfig() Config {
 		MaxRetries:          2,
 		RetryTimeout:        10 * time.Second,
 		UpstreamTimeout:     10 * time.Minute,
+		StreamIdleTimeout:   5 * time.Minute,
+		ClientWriteTimeout:  60 * time.Second,
 		SessionHeader:       "X-Session-ID",
 		RoutingHeaders:      true,
 		DialTimeout:         2 * time.Second,
@@ -91,6 +109,8 @@ func (c Config) Validate() error {
 	}
 	positive("client body timeout", c.ClientBodyTimeout)
 	positive("upstream timeout", c.UpstreamTimeout)
+	positive("stream idle timeout", c.StreamIdleTimeout)
+	positive("client write timeout", c.ClientWriteTimeout)
 	positive("dial timeout", c.DialTimeout)
 	if c.MaxIdleConnsPerHost < 1 {
 		errs = append(errs, fmt.Errorf("max idle conns per host %d must be >= 1", c.MaxIdleConnsPerHost))

@@ -170,7 +170,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength > 0 {
 		r.Body = noBody{}
 	}
-	rt.proxy.ServeHTTP(w, r)
+	rt.proxy.ServeHTTP(newDeadlineWriter(w, rt.cfg.ClientWriteTimeout), r)
 }
 
 // noBody stands for the client's body, already read.

@@ -62,6 +62,8 @@ func serveFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-retries", Value: pd.MaxRetries, EnvVars: env("max-retries"), Usage: "other endpoints tried when one fails (connection error, timeout, 502/503/504) before anything reached the client"},
 		&cli.DurationFlag{Name: "retry-timeout", Value: pd.RetryTimeout, EnvVars: env("retry-timeout"), Usage: "retry budget from the first try: after it no new try starts, so a request that already used an endpoint's time is not replayed"},
 		&cli.DurationFlag{Name: "upstream-timeout", Value: pd.UpstreamTimeout, EnvVars: env("upstream-timeout"), Usage: "longest wait for an upstream's response headers (a non-streamed completion's come when it is complete; queues can hold requests for minutes); then 504"},
+		&cli.DurationFlag{Name: "stream-idle-timeout", Value: pd.StreamIdleTimeout, EnvVars: env("stream-idle-timeout"), Usage: "end a response whose upstream sent nothing this long after its headers (Envoy's stream_idle_timeout); a stream ends with an error event"},
+		&cli.DurationFlag{Name: "client-write-timeout", Value: pd.ClientWriteTimeout, EnvVars: env("client-write-timeout"), Usage: "longest one write to a client may wait (nginx's send_timeout); a client that stops reading is disconnected and its upstream released"},
 		&cli.DurationFlag{Name: "health-interval", Value: hd.Interval, EnvVars: env("health-interval"), Usage: "interval of active health probes"},
 		&cli.DurationFlag{Name: "health-timeout", Value: hd.Timeout, EnvVars: env("health-timeout"), Usage: "timeout of one health probe"},
 		&cli.StringFlag{Name: "health-path", Value: hd.Path, EnvVars: env("health-path"), Usage: "path probed on each endpoint"},
@@ -182,6 +184,7 @@ func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
 	pc.SessionHeader, pc.RoutingHeaders = c.String("session-header"), c.Bool("routing-headers")
 	pc.ClientBodyTimeout, pc.RetryTimeout = c.Duration("client-body-timeout"), c.Duration("retry-timeout")
 	pc.UpstreamTimeout = c.Duration("upstream-timeout")
+	pc.StreamIdleTimeout, pc.ClientWriteTimeout = c.Duration("stream-idle-timeout"), c.Duration("client-write-timeout")
 	pc.Blocks = policy.ReadsBlocks(c.String("policy"))
 	r.transport = proxy.NewTransport(pc)
 	picker, err := policy.New(c.String("policy"), r.cluster.Picker, bal, uint64(time.Now().UnixNano()))
