@@ -272,6 +272,7 @@ func (rt *Router) target(id string, x *exchange) *url.URL {
 func (rt *Router) modifyResponse(resp *http.Response) error {
 	x := exchangeOf(resp.Request)
 	x.status = resp.StatusCode
+	rewriteLocations(resp.Header, rt.targets.URL(x.lease.Endpoint))
 	if rt.cfg.RoutingHeaders {
 		if name := rt.targets.Name(x.lease.Endpoint); name != "" {
 			resp.Header.Set("X-Prefixring-Endpoint", name)
