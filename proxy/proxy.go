@@ -148,6 +148,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer body.release()
+	dropUpgrade(r.Header)
 	x := &exchange{body: body, path: r.URL.Path, query: r.URL.RawQuery}
 	if x.req, apiErr = rt.requestOf(r, route, body.bytes()); apiErr != nil {
 		rt.reject(w, apiErr)
@@ -272,6 +273,11 @@ func (rt *Router) target(id string, x *exchange) *url.URL {
 func (rt *Router) modifyResponse(resp *http.Response) error {
 	x := exchangeOf(resp.Request)
 	x.status = resp.StatusCode
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		if err := checkUpgrade(resp); err != nil {
+			return err // ReverseProxy closes the connection, then errorHandler answers 502
+		}
+	}
 	rewriteLocations(resp.Header, rt.targets.URL(x.lease.Endpoint))
 	if rt.cfg.RoutingHeaders {
 		if name := rt.targets.Name(x.lease.Endpoint); name != "" {
