@@ -62,11 +62,18 @@ type Config struct {
 	// instead of its prompt (session affinity). Default X-Session-ID; empty
 	// turns it off.
 	SessionHeader string
-	// RoutingHeaders adds X-Prefixring-Endpoint (the endpoint's name:
-	// host:port or an operator's label, never its URL) and
+	// RoutingHeaders adds X-Prefixring-Endpoint (an operator's label or an
+	// opaque name; see EndpointAddress) and
 	// X-Prefixring-Decision (home, spill, fallback) to responses. Default
 	// true.
 	RoutingHeaders bool
+	// EndpointAddress makes X-Prefixring-Endpoint show an unlabelled
+	// endpoint's host:port. Default false: clients see the operator's label
+	// (gpu-a=http://...), else an opaque name, "ep-" and 8 hex digits of
+	// the SHA-256 of the endpoint's ID, the same on every replica. The
+	// opaque name keeps the address out of sight, not secret: a client
+	// could hash guessed addresses; label endpoints where that matters.
+	EndpointAddress bool
 	// DialTimeout bounds connecting to an upstream. Default 2s.
 	DialTimeout time.Duration
 	// MaxIdleConnsPerHost is the keep-alive pool per upstream. Default 512.

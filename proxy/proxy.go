@@ -280,7 +280,7 @@ func (rt *Router) modifyResponse(resp *http.Response) error {
 	}
 	rewriteLocations(resp.Header, rt.targets.URL(x.lease.Endpoint))
 	if rt.cfg.RoutingHeaders {
-		if name := rt.targets.Name(x.lease.Endpoint); name != "" {
+		if name := rt.endpointName(x.lease.Endpoint); name != "" {
 			resp.Header.Set("X-Prefixring-Endpoint", name)
 		}
 		resp.Header.Set("X-Prefixring-Decision", x.lease.Decision.String())

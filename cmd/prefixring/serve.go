@@ -54,7 +54,8 @@ func serveFlags() []cli.Flag {
 		&cli.IntFlag{Name: "sketch-fanout", Value: 4, EnvVars: env("sketch-fanout"), Usage: "distinct continuations that make a prompt prefix shared"},
 		&cli.DurationFlag{Name: "sketch-epoch", Value: 10 * time.Minute, EnvVars: env("sketch-epoch"), Usage: "the sketch forgets a prefix not seen for two epochs"},
 		&cli.StringFlag{Name: "session-header", Value: pd.SessionHeader, EnvVars: env("session-header"), Usage: "request header whose value, when present, is the affinity key (empty: off)"},
-		&cli.BoolFlag{Name: "routing-headers", Value: pd.RoutingHeaders, EnvVars: env("routing-headers"), Usage: "add X-Prefixring-Endpoint (the endpoint's host:port, never its URL) and X-Prefixring-Decision to responses"},
+		&cli.BoolFlag{Name: "routing-headers", Value: pd.RoutingHeaders, EnvVars: env("routing-headers"), Usage: "add X-Prefixring-Endpoint (the endpoint's label, else an opaque name; never its URL) and X-Prefixring-Decision to responses"},
+		&cli.BoolFlag{Name: "routing-headers-address", Value: pd.EndpointAddress, EnvVars: env("routing-headers-address"), Usage: "X-Prefixring-Endpoint shows an unlabelled endpoint's host:port instead of an opaque name"},
 		&cli.Int64Flag{Name: "max-body-bytes", Value: pd.MaxBodyBytes, EnvVars: env("max-body-bytes"), Usage: "largest request body accepted; larger ones get 413"},
 		&cli.DurationFlag{Name: "client-body-timeout", Value: pd.ClientBodyTimeout, EnvVars: env("client-body-timeout"), Usage: "longest wait for the next bytes of a request body; a client stalling longer gets 408"},
 		&cli.DurationFlag{Name: "client-idle-timeout", Value: sd.IdleTimeout, EnvVars: env("client-idle-timeout"), Usage: "close a client's keep-alive connection idle this long (keep it above the idle timeout of a load balancer in front)"},
@@ -182,6 +183,7 @@ func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
 	pc := proxy.DefaultConfig()
 	pc.MaxBodyBytes, pc.MaxRetries = c.Int64("max-body-bytes"), c.Int("max-retries")
 	pc.SessionHeader, pc.RoutingHeaders = c.String("session-header"), c.Bool("routing-headers")
+	pc.EndpointAddress = c.Bool("routing-headers-address")
 	pc.ClientBodyTimeout, pc.RetryTimeout = c.Duration("client-body-timeout"), c.Duration("retry-timeout")
 	pc.UpstreamTimeout = c.Duration("upstream-timeout")
 	pc.StreamIdleTimeout, pc.ClientWriteTimeout = c.Duration("stream-idle-timeout"), c.Duration("client-write-timeout")
