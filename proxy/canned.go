@@ -47,6 +47,9 @@ func markResponses(h http.Handler) http.Handler {
 			// The previous response's write deadline (deadlineWriter)
 			// must not outlive it.
 			_ = c.SetWriteDeadline(time.Time{})
+			if c.ambiguous.Load() {
+				w.Header().Set("Connection", "close") // RFC 9112 §6.1; see framing.go
+			}
 		}
 		h.ServeHTTP(w, r)
 	})
@@ -54,6 +57,7 @@ func markResponses(h http.Handler) http.Handler {
 
 func trackIdle(c net.Conn, st http.ConnState) {
 	if cc, ok := c.(*cannedConn); ok && st == http.StateIdle {
+		cc.head.reset()
 		cc.inResponse.Store(false)
 	}
 }
