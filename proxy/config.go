@@ -20,6 +20,25 @@ type Config struct {
 	// client_body_timeout); a client that stalls longer gets 408. Default
 	// 30s.
 	ClientBodyTimeout time.Duration
+	// MaxBufferedBodyBytes is the budget for request bodies held in memory
+	// by all requests together: those arriving and those being forwarded
+	// (a body stays buffered until its request ends, for retries). A
+	// request whose body would exceed it gets 503 with Retry-After (as
+	// Envoy's overload manager answers 503 when it stops accepting
+	// requests; not 429, which blames the client). Default 1 GiB: 2,048
+	// maximal 128K-token prompts (0.5 MiB each) at once, far more of the
+	// usual few-KiB ones than --max-connections lets in, while the
+	// worst case without it is MaxConnections × MaxBodyBytes (256 GiB
+	// from the defaults).
+	MaxBufferedBodyBytes int64
+	// ClientBodyDeadline bounds the whole read of a request body, beside
+	// ClientBodyTimeout's bound on each wait: a client trickling a byte
+	// just inside the inactivity timeout holds its buffer no longer than
+	// this (as HAProxy's timeout http-request bounds a buffered request as
+	// a whole). Over it: 408. Default 60s: a maximal 32 MiB body needs
+	// 4.5 Mbit/s; an LLM prompt of a few KiB needs nothing a client would
+	// notice.
+	ClientBodyDeadline time.Duration
 	// MaxRetries is how many other endpoints a request may try after the
 	// first fails (connection error, timeout, 502/503/504) before any byte
 	// reached the client. Default 2.
@@ -83,17 +102,19 @@ type Config struct {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{
-		MaxBodyBytes:        32 << 20,
-		ClientBodyTimeout:   30 * time.Second,
-		MaxRetries:          2,
-		RetryTimeout:        10 * time.Second,
-		UpstreamTimeout:     10 * time.Minute,
-		StreamIdleTimeout:   5 * time.Minute,
-		ClientWriteTimeout:  60 * time.Second,
-		SessionHeader:       "X-Session-ID",
-		RoutingHeaders:      true,
-		DialTimeout:         2 * time.Second,
-		MaxIdleConnsPerHost: 512,
+		MaxBodyBytes:         32 << 20,
+		ClientBodyTimeout:    30 * time.Second,
+		MaxBufferedBodyBytes: 1 << 30,
+		ClientBodyDeadline:   60 * time.Second,
+		MaxRetries:           2,
+		RetryTimeout:         10 * time.Second,
+		UpstreamTimeout:      10 * time.Minute,
+		StreamIdleTimeout:    5 * time.Minute,
+		ClientWriteTimeout:   60 * time.Second,
+		SessionHeader:        "X-Session-ID",
+		RoutingHeaders:       true,
+		DialTimeout:          2 * time.Second,
+		MaxIdleConnsPerHost:  512,
 	}
 }
 
@@ -115,6 +136,10 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("retry timeout %v must be >= 0", c.RetryTimeout))
 	}
 	positive("client body timeout", c.ClientBodyTimeout)
+	positive("client body deadline", c.ClientBodyDeadline)
+	if c.MaxBufferedBodyBytes < c.MaxBodyBytes {
+		errs = append(errs, fmt.Errorf("max buffered body bytes %d must be >= max body bytes %d", c.MaxBufferedBodyBytes, c.MaxBodyBytes))
+	}
 	positive("upstream timeout", c.UpstreamTimeout)
 	positive("stream idle timeout", c.StreamIdleTimeout)
 	positive("client write timeout", c.ClientWriteTimeout)

@@ -32,6 +32,19 @@ var (
 	errStreamIdleTimeout = &apiError{http.StatusGatewayTimeout, "The inference endpoint sent nothing for too long; the response is incomplete.", "upstream_error", "stream_idle_timeout"}
 )
 
+// errBodyBudget: the request's body would exceed the budget all buffered
+// bodies share; clients retry (the OpenAI SDKs honour Retry-After on 503).
+var errBodyBudget = &apiError{http.StatusServiceUnavailable, "The router holds too many request bodies right now. Retry later.",
+	"service_unavailable", "body_buffer_full"}
+
+// retryAfter is the Retry-After (seconds) sent with e, or "".
+func (e *apiError) retryAfter() string {
+	if e == errBodyBudget {
+		return "1"
+	}
+	return ""
+}
+
 func errMethod(allowed string) *apiError {
 	return &apiError{http.StatusMethodNotAllowed, "Method not allowed; use " + allowed + ".", "invalid_request_error", "method_not_allowed"}
 }
@@ -59,6 +72,9 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	h.Set("X-Content-Type-Options", "nosniff")
+	if ra := e.retryAfter(); ra != "" {
+		h.Set("Retry-After", ra)
+	}
 	w.WriteHeader(e.status)
 	_, _ = w.Write(b)
 }

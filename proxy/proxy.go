@@ -65,6 +65,7 @@ type Router struct {
 	metrics  *Metrics
 	log      *slog.Logger
 	proxy    *httputil.ReverseProxy
+	bodies   *bodyBudget
 }
 
 // Deps are the Router's collaborators. Observer and Metrics may be nil.
@@ -96,7 +97,7 @@ func NewRouter(cfg Config, d Deps) (*Router, error) {
 		d.Transport = NewTransport(cfg)
 	}
 	rt := &Router{cfg: cfg, picker: d.Picker, keyer: d.Keyer, sketch: d.Sketch, targets: d.Targets,
-		observer: d.Observer, metrics: d.Metrics, log: d.Log}
+		observer: d.Observer, metrics: d.Metrics, log: d.Log, bodies: &bodyBudget{max: cfg.MaxBufferedBodyBytes}}
 	rt.proxy = &httputil.ReverseProxy{
 		Rewrite:        rt.rewrite,
 		Transport:      &retrying{rt: rt, base: d.Transport},

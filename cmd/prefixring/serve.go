@@ -58,6 +58,8 @@ func serveFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "routing-headers-address", Value: pd.EndpointAddress, EnvVars: env("routing-headers-address"), Usage: "X-Prefixring-Endpoint shows an unlabelled endpoint's host:port instead of an opaque name"},
 		&cli.Int64Flag{Name: "max-body-bytes", Value: pd.MaxBodyBytes, EnvVars: env("max-body-bytes"), Usage: "largest request body accepted; larger ones get 413"},
 		&cli.DurationFlag{Name: "client-body-timeout", Value: pd.ClientBodyTimeout, EnvVars: env("client-body-timeout"), Usage: "longest wait for the next bytes of a request body; a client stalling longer gets 408"},
+		&cli.Int64Flag{Name: "max-buffered-body-bytes", Value: pd.MaxBufferedBodyBytes, EnvVars: env("max-buffered-body-bytes"), Usage: "budget for the request bodies all requests hold in memory together; a request past it gets 503 with Retry-After"},
+		&cli.DurationFlag{Name: "client-body-deadline", Value: pd.ClientBodyDeadline, EnvVars: env("client-body-deadline"), Usage: "longest a request body may take to arrive in all (beside --client-body-timeout's wait for each read); then 408"},
 		&cli.DurationFlag{Name: "client-idle-timeout", Value: sd.IdleTimeout, EnvVars: env("client-idle-timeout"), Usage: "close a client's keep-alive connection idle this long (keep it above the idle timeout of a load balancer in front)"},
 		&cli.IntFlag{Name: "max-connections", Value: sd.MaxConnections, EnvVars: env("max-connections"), Usage: "most concurrent client connections (each open stream holds one); beyond it new connections wait to be accepted; 0: no cap"},
 		&cli.IntFlag{Name: "max-retries", Value: pd.MaxRetries, EnvVars: env("max-retries"), Usage: "other endpoints tried when one fails (connection error, timeout, 502/503/504) before anything reached the client"},
@@ -186,6 +188,7 @@ func newReplica(c *cli.Context, log *slog.Logger) (*replica, error) {
 	pc.EndpointAddress = c.Bool("routing-headers-address")
 	pc.ClientBodyTimeout, pc.RetryTimeout = c.Duration("client-body-timeout"), c.Duration("retry-timeout")
 	pc.UpstreamTimeout = c.Duration("upstream-timeout")
+	pc.MaxBufferedBodyBytes, pc.ClientBodyDeadline = c.Int64("max-buffered-body-bytes"), c.Duration("client-body-deadline")
 	pc.StreamIdleTimeout, pc.ClientWriteTimeout = c.Duration("stream-idle-timeout"), c.Duration("client-write-timeout")
 	pc.Blocks = policy.ReadsBlocks(c.String("policy"))
 	r.transport = proxy.NewTransport(pc)
