@@ -44,8 +44,10 @@ func DefaultConfig() Config {
 	h.Interval, h.Timeout = time.Second, 500*time.Millisecond
 	e := vllm.DefaultConfig()
 	e.DefaultMaxTokens = 16
+	p := proxy.DefaultConfig()
+	p.EndpointAddress = true // scenarios match X-Prefixring-Endpoint to engines' host:port
 	return Config{Replicas: 3, Engines: 4, Seed: 1, Ring: ring.DefaultConfig(), Gossip: gossip.DefaultConfig(),
-		Health: h, Proxy: proxy.DefaultConfig(), Engine: e}
+		Health: h, Proxy: p, Engine: e}
 }
 
 // Cluster is router replicas, engines and the networks between them.

@@ -30,6 +30,25 @@ const (
 
 var bufPools [maxClass - minClass + 1]sync.Pool
 
+// bodyBudget bounds the bytes of request body buffers held by all
+// requests together (Config.MaxBufferedBodyBytes).
+type bodyBudget struct {
+	max  int64
+	used atomic.Int64
+}
+
+// reserve takes n bytes of the budget, or reports that they are not
+// there.
+func (b *bodyBudget) reserve(n int64) bool {
+	if b.used.Add(n) > b.max {
+		b.used.Add(-n)
+		return false
+	}
+	return true
+}
+
+func (b *bodyBudget) release(n int64) { b.used.Add(-n) }
+
 // recycled, when set (tests), sees every buffer as it goes back to the
 // pool.
 var recycled atomic.Pointer[func([]byte)]
@@ -75,6 +94,18 @@ type body struct {
 	pooled  bool         // b is a pooled buffer; else a plain slice
 	refs    atomic.Int32 // the handler's, plus one per open reader
 	getBody func() (io.ReadCloser, error)
+	budget  *bodyBudget // given back reserved bytes on the last release
+	charged int64
+}
+
+// charge makes x hold reserved bytes of budget until its last release: a
+// small body, copied out of its buffer, holds only its length.
+func (x *body) charge(budget *bodyBudget, reserved int64) {
+	if !x.pooled {
+		budget.release(reserved - int64(len(x.b)))
+		reserved = int64(len(x.b))
+	}
+	x.budget, x.charged = budget, reserved
 }
 
 // liveBodies counts bodies not yet released by all their holders; tests
@@ -100,6 +131,9 @@ func (x *body) release() {
 	switch n := x.refs.Add(-1); {
 	case n == 0:
 		liveBodies.Add(-1)
+		if x.budget != nil {
+			x.budget.release(x.charged)
+		}
 		if x.pooled {
 			putBuf(x.b)
 		}
@@ -155,7 +189,8 @@ func (r *bodyReader) Close() error {
 // readBody reads the client's body into a pooled buffer that grows as
 // bytes arrive (never to the declared Content-Length up front: a client
 // declaring 32 MiB and sending one byte costs one small buffer), within
-// MaxBodyBytes, waiting at most ClientBodyTimeout for each read.
+// MaxBodyBytes and the budget all buffered bodies share, waiting at most
+// ClientBodyTimeout for each read and ClientBodyDeadline in all.
 func (rt *Router) readBody(w http.ResponseWriter, r *http.Request) (*body, *apiError) {
 	declared, limit := r.ContentLength, rt.cfg.MaxBodyBytes
 	if declared > limit {
@@ -164,22 +199,32 @@ func (rt *Router) readBody(w http.ResponseWriter, r *http.Request) (*body, *apiE
 	if declared == 0 {
 		return newBody(nil), nil
 	}
+	deadline := time.Now().Add(rt.cfg.ClientBodyDeadline)
 	rc := http.NewResponseController(w)
 	src := http.MaxBytesReader(w, r.Body, limit)
 	want := int64(64 << 10)
 	if declared > 0 {
 		want = min(declared, want)
 	}
-	buf := getBuf(int(want))
+	buf, reserved, e := rt.takeBuf(nil, 0, int(want))
+	if e != nil {
+		return nil, e
+	}
 	for declared < 0 || int64(len(buf)) < declared {
 		if len(buf) == cap(buf) {
 			next := int64(2 * cap(buf))
 			if declared > 0 {
 				next = min(next, declared)
 			}
-			buf = grow(buf, int(min(next, limit+1)))
+			if buf, reserved, e = rt.takeBuf(buf, reserved, int(min(next, limit+1))); e != nil {
+				return nil, e
+			}
 		}
-		_ = rc.SetReadDeadline(time.Now().Add(rt.cfg.ClientBodyTimeout))
+		next := time.Now().Add(rt.cfg.ClientBodyTimeout)
+		if next.After(deadline) {
+			next = deadline
+		}
+		_ = rc.SetReadDeadline(next)
 		n, err := src.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
@@ -189,6 +234,7 @@ func (rt *Router) readBody(w http.ResponseWriter, r *http.Request) (*body, *apiE
 			// The deadline stays: it bounds net/http's read of the rest
 			// of the body after the error answer.
 			putBuf(buf)
+			rt.bodies.release(reserved)
 			return nil, bodyError(err)
 		}
 	}
@@ -196,7 +242,35 @@ func (rt *Router) readBody(w http.ResponseWriter, r *http.Request) (*body, *apiE
 	// clears it too when it starts the background read that watches for
 	// the client hanging up during a long stream).
 	_ = rc.SetReadDeadline(time.Time{})
-	return newBody(buf), nil
+	x := newBody(buf)
+	x.charge(rt.bodies, reserved)
+	return x, nil
+}
+
+// takeBuf moves buf (holding reserved bytes of the body budget) into a
+// buffer of at least n bytes, reserving its capacity first; it returns
+// the new buffer and reservation, or 503 when the budget is spent (buf
+// and its reservation are given back then).
+func (rt *Router) takeBuf(buf []byte, reserved int64, n int) ([]byte, int64, *apiError) {
+	size := int64(bufClass(n))
+	if !rt.bodies.reserve(size) {
+		putBuf(buf)
+		rt.bodies.release(reserved)
+		return nil, 0, errBodyBudget
+	}
+	next := append(getBuf(n), buf...)
+	putBuf(buf)
+	rt.bodies.release(reserved)
+	return next, size, nil
+}
+
+// bufClass is the capacity getBuf(n) returns.
+func bufClass(n int) int {
+	c := max(bits.Len(uint(max(n, 1)-1)), minClass)
+	if c > maxClass {
+		return n
+	}
+	return 1 << c
 }
 
 // refuse answers a request refused before its body was read. net/http
@@ -213,12 +287,6 @@ func (rt *Router) refuse(w http.ResponseWriter, r *http.Request, e *apiError) {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(wait))
 	}
 	rt.reject(w, e)
-}
-
-func grow(buf []byte, n int) []byte {
-	next := append(getBuf(n), buf...)
-	putBuf(buf)
-	return next
 }
 
 func bodyError(err error) *apiError {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // net/http's server answers some malformed requests itself, before any
@@ -43,6 +44,12 @@ func markResponses(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c, ok := r.Context().Value(connKey{}).(*cannedConn); ok {
 			c.inResponse.Store(true)
+			// The previous response's write deadline (deadlineWriter)
+			// must not outlive it.
+			_ = c.SetWriteDeadline(time.Time{})
+			if c.ambiguous.Load() {
+				w.Header().Set("Connection", "close") // RFC 9112 §6.1; see framing.go
+			}
 		}
 		h.ServeHTTP(w, r)
 	})
@@ -50,6 +57,7 @@ func markResponses(h http.Handler) http.Handler {
 
 func trackIdle(c net.Conn, st http.ConnState) {
 	if cc, ok := c.(*cannedConn); ok && st == http.StateIdle {
+		cc.head.reset()
 		cc.inResponse.Store(false)
 	}
 }

@@ -20,6 +20,25 @@ type Config struct {
 	// client_body_timeout); a client that stalls longer gets 408. Default
 	// 30s.
 	ClientBodyTimeout time.Duration
+	// MaxBufferedBodyBytes is the budget for request bodies held in memory
+	// by all requests together: those arriving and those being forwarded
+	// (a body stays buffered until its request ends, for retries). A
+	// request whose body would exceed it gets 503 with Retry-After (as
+	// Envoy's overload manager answers 503 when it stops accepting
+	// requests; not 429, which blames the client). Default 1 GiB: 2,048
+	// maximal 128K-token prompts (0.5 MiB each) at once, far more of the
+	// usual few-KiB ones than --max-connections lets in, while the
+	// worst case without it is MaxConnections × MaxBodyBytes (256 GiB
+	// from the defaults).
+	MaxBufferedBodyBytes int64
+	// ClientBodyDeadline bounds the whole read of a request body, beside
+	// ClientBodyTimeout's bound on each wait: a client trickling a byte
+	// just inside the inactivity timeout holds its buffer no longer than
+	// this (as HAProxy's timeout http-request bounds a buffered request as
+	// a whole). Over it: 408. Default 60s: a maximal 32 MiB body needs
+	// 4.5 Mbit/s; an LLM prompt of a few KiB needs nothing a client would
+	// notice.
+	ClientBodyDeadline time.Duration
 	// MaxRetries is how many other endpoints a request may try after the
 	// first fails (connection error, timeout, 502/503/504) before any byte
 	// reached the client. Default 2.
@@ -38,6 +57,22 @@ type Config struct {
 	// queue requests for minutes under load, so the default is 10 minutes,
 	// the default timeout of OpenAI's own clients.
 	UpstreamTimeout time.Duration
+	// StreamIdleTimeout ends a response whose upstream sent nothing for
+	// this long after its headers (Envoy's stream_idle_timeout, and its
+	// default: 5 minutes). An event stream ends with an OpenAI-style error
+	// event (stream_idle_timeout), any other body is cut; the upstream
+	// connection is closed and the endpoint charged a failure. Time spent
+	// waiting on a slow client does not count. 5 minutes is half the
+	// 10-minute read timeout of OpenAI's own clients, so the router ends a
+	// stalled stream with an error the client can read before the client
+	// gives up on its own with an opaque one; a request queued on an engine
+	// that sent its headers early waits that long for its first token.
+	StreamIdleTimeout time.Duration
+	// ClientWriteTimeout is the longest one write of a response to the
+	// client may wait (nginx's send_timeout, and its default: 60s): a client
+	// that stops reading, with its socket buffers full, is disconnected and
+	// the upstream connection behind it released.
+	ClientWriteTimeout time.Duration
 	// Blocks makes the router hash the whole prompt of every keyed request
 	// into chained blocks (ring.Request.Blocks), for the policies that
 	// match prompts against a tree (radix, score). Default false.
@@ -46,11 +81,18 @@ type Config struct {
 	// instead of its prompt (session affinity). Default X-Session-ID; empty
 	// turns it off.
 	SessionHeader string
-	// RoutingHeaders adds X-Prefixring-Endpoint (the endpoint's name:
-	// host:port or an operator's label, never its URL) and
+	// RoutingHeaders adds X-Prefixring-Endpoint (an operator's label or an
+	// opaque name; see EndpointAddress) and
 	// X-Prefixring-Decision (home, spill, fallback) to responses. Default
 	// true.
 	RoutingHeaders bool
+	// EndpointAddress makes X-Prefixring-Endpoint show an unlabelled
+	// endpoint's host:port. Default false: clients see the operator's label
+	// (gpu-a=http://...), else an opaque name, "ep-" and 8 hex digits of
+	// the SHA-256 of the endpoint's ID, the same on every replica. The
+	// opaque name keeps the address out of sight, not secret: a client
+	// could hash guessed addresses; label endpoints where that matters.
+	EndpointAddress bool
 	// DialTimeout bounds connecting to an upstream. Default 2s.
 	DialTimeout time.Duration
 	// MaxIdleConnsPerHost is the keep-alive pool per upstream. Default 512.
@@ -60,15 +102,19 @@ type Config struct {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{
-		MaxBodyBytes:        32 << 20,
-		ClientBodyTimeout:   30 * time.Second,
-		MaxRetries:          2,
-		RetryTimeout:        10 * time.Second,
-		UpstreamTimeout:     10 * time.Minute,
-		SessionHeader:       "X-Session-ID",
-		RoutingHeaders:      true,
-		DialTimeout:         2 * time.Second,
-		MaxIdleConnsPerHost: 512,
+		MaxBodyBytes:         32 << 20,
+		ClientBodyTimeout:    30 * time.Second,
+		MaxBufferedBodyBytes: 1 << 30,
+		ClientBodyDeadline:   60 * time.Second,
+		MaxRetries:           2,
+		RetryTimeout:         10 * time.Second,
+		UpstreamTimeout:      10 * time.Minute,
+		StreamIdleTimeout:    5 * time.Minute,
+		ClientWriteTimeout:   60 * time.Second,
+		SessionHeader:        "X-Session-ID",
+		RoutingHeaders:       true,
+		DialTimeout:          2 * time.Second,
+		MaxIdleConnsPerHost:  512,
 	}
 }
 
@@ -90,7 +136,13 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("retry timeout %v must be >= 0", c.RetryTimeout))
 	}
 	positive("client body timeout", c.ClientBodyTimeout)
+	positive("client body deadline", c.ClientBodyDeadline)
+	if c.MaxBufferedBodyBytes < c.MaxBodyBytes {
+		errs = append(errs, fmt.Errorf("max buffered body bytes %d must be >= max body bytes %d", c.MaxBufferedBodyBytes, c.MaxBodyBytes))
+	}
 	positive("upstream timeout", c.UpstreamTimeout)
+	positive("stream idle timeout", c.StreamIdleTimeout)
+	positive("client write timeout", c.ClientWriteTimeout)
 	positive("dial timeout", c.DialTimeout)
 	if c.MaxIdleConnsPerHost < 1 {
 		errs = append(errs, fmt.Errorf("max idle conns per host %d must be >= 1", c.MaxIdleConnsPerHost))

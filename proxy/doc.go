@@ -15,14 +15,24 @@
 //     5xx); a reused keep-alive connection the server had closed is resent
 //     by the Transport on a fresh one and counts for nothing.
 //   - [Config].UpstreamTimeout bounds the wait for response headers (504).
-//   - A stream the upstream cuts ends with an OpenAI-style error event
+//   - A stream the upstream cuts, or leaves silent for
+//     [Config].StreamIdleTimeout, ends with an OpenAI-style error event
 //     (prefixring_stream_errors_total).
+//   - A Location naming the endpoint itself is rewritten to the router's
+//     path (nginx's proxy_redirect default). Websocket upgrades are
+//     tunnelled with their lease held until they close; an unasked 101 is
+//     refused (502) and its connection closed.
+//   - X-Prefixring-Endpoint shows an operator's label or an opaque name,
+//     never an address unless [Config].EndpointAddress is set.
 //   - Expect is never forwarded: the router has the whole body, and
 //     net/http's server answers the client's 100 Continue when the router
 //     reads it.
 //
-// The client side ([Server], [Public]): a per-read body timeout (408), an
-// idle keep-alive timeout, a cap on connections, a body buffer that grows
+// The client side ([Server], [Public]): a per-read body timeout and a total
+// body deadline (408), a budget for all buffered bodies (503 with
+// Retry-After), a write timeout for clients that stop reading, an
+// idle keep-alive timeout, Connection: close after a request with both
+// Content-Length and Transfer-Encoding, a cap on connections, a body buffer that grows
 // with what arrives (pooled, returned only when the handler and every
 // reader the Transport was given are done), paths with dot segments or
 // encoded separators refused before the route allowlist, and the errors

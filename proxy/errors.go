@@ -20,16 +20,30 @@ type apiError struct {
 func (e *apiError) Error() string { return e.message }
 
 var (
-	errNotFound        = &apiError{http.StatusNotFound, "Unknown route. prefixring serves the OpenAI API under /v1/.", "invalid_request_error", "not_found"}
-	errBadPath         = &apiError{http.StatusBadRequest, "Invalid request path: dot segments, empty segments, encoded slashes and backslashes are not allowed.", "invalid_request_error", "invalid_path"}
-	errTooLarge        = &apiError{http.StatusRequestEntityTooLarge, "Request body is larger than the router accepts.", "invalid_request_error", "request_too_large"}
-	errBodyTimeout     = &apiError{http.StatusRequestTimeout, "The request body was not received in time.", "invalid_request_error", "request_timeout"}
-	errReadBody        = &apiError{http.StatusBadRequest, "Could not read the request body.", "invalid_request_error", "invalid_body"}
-	errNoHealthy       = &apiError{http.StatusServiceUnavailable, "No healthy inference endpoint is available. Retry later.", "service_unavailable", "no_healthy_endpoint"}
-	errUpstream        = &apiError{http.StatusBadGateway, "The inference endpoints failed to answer. Retry later.", "upstream_error", "upstream_failed"}
-	errUpstreamTimeout = &apiError{http.StatusGatewayTimeout, "The inference endpoint did not answer in time.", "upstream_error", "upstream_timeout"}
-	errStreamCut       = &apiError{http.StatusBadGateway, "The inference endpoint failed while streaming; the response is incomplete.", "upstream_error", "stream_interrupted"}
+	errNotFound          = &apiError{http.StatusNotFound, "Unknown route. prefixring serves the OpenAI API under /v1/.", "invalid_request_error", "not_found"}
+	errBadPath           = &apiError{http.StatusBadRequest, "Invalid request path: dot segments, empty segments, encoded slashes and backslashes are not allowed.", "invalid_request_error", "invalid_path"}
+	errTooLarge          = &apiError{http.StatusRequestEntityTooLarge, "Request body is larger than the router accepts.", "invalid_request_error", "request_too_large"}
+	errBodyTimeout       = &apiError{http.StatusRequestTimeout, "The request body was not received in time.", "invalid_request_error", "request_timeout"}
+	errReadBody          = &apiError{http.StatusBadRequest, "Could not read the request body.", "invalid_request_error", "invalid_body"}
+	errNoHealthy         = &apiError{http.StatusServiceUnavailable, "No healthy inference endpoint is available. Retry later.", "service_unavailable", "no_healthy_endpoint"}
+	errUpstream          = &apiError{http.StatusBadGateway, "The inference endpoints failed to answer. Retry later.", "upstream_error", "upstream_failed"}
+	errUpstreamTimeout   = &apiError{http.StatusGatewayTimeout, "The inference endpoint did not answer in time.", "upstream_error", "upstream_timeout"}
+	errStreamCut         = &apiError{http.StatusBadGateway, "The inference endpoint failed while streaming; the response is incomplete.", "upstream_error", "stream_interrupted"}
+	errStreamIdleTimeout = &apiError{http.StatusGatewayTimeout, "The inference endpoint sent nothing for too long; the response is incomplete.", "upstream_error", "stream_idle_timeout"}
 )
+
+// errBodyBudget: the request's body would exceed the budget all buffered
+// bodies share; clients retry (the OpenAI SDKs honour Retry-After on 503).
+var errBodyBudget = &apiError{http.StatusServiceUnavailable, "The router holds too many request bodies right now. Retry later.",
+	"service_unavailable", "body_buffer_full"}
+
+// retryAfter is the Retry-After (seconds) sent with e, or "".
+func (e *apiError) retryAfter() string {
+	if e == errBodyBudget {
+		return "1"
+	}
+	return ""
+}
 
 func errMethod(allowed string) *apiError {
 	return &apiError{http.StatusMethodNotAllowed, "Method not allowed; use " + allowed + ".", "invalid_request_error", "method_not_allowed"}
@@ -58,6 +72,9 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	h.Set("X-Content-Type-Options", "nosniff")
+	if ra := e.retryAfter(); ra != "" {
+		h.Set("Retry-After", ra)
+	}
 	w.WriteHeader(e.status)
 	_, _ = w.Write(b)
 }

@@ -58,6 +58,19 @@ type cannedConn struct {
 	l          *listener
 	closeOnce  sync.Once
 	inResponse atomic.Bool // a handler runs, or its response is unfinished
+	head       headScan    // the request head being read (framing.go)
+	ambiguous  atomic.Bool // the last head had Content-Length and Transfer-Encoding
+}
+
+func (c *cannedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if !c.inResponse.Load() && !c.head.finished {
+		c.head.feed(p[:n])
+		if c.head.ambiguous() {
+			c.ambiguous.Store(true)
+		}
+	}
+	return n, err
 }
 
 func (c *cannedConn) Write(p []byte) (int, error) {

@@ -140,7 +140,7 @@ func TestPprofOnlyWhenAsked(t *testing.T) {
 }
 
 // TestRoutingHeadersNameTheEndpoint: X-Prefixring-Endpoint carries the
-// endpoint's name (host:port here), never its URL; RoutingHeaders off
+// endpoint's name (an opaque one here), never its URL; RoutingHeaders off
 // removes both headers. Before the fix it carried the internal URL.
 func TestRoutingHeadersNameTheEndpoint(t *testing.T) {
 	f := newFixture(t, 1)

@@ -65,6 +65,7 @@ type Router struct {
 	metrics  *Metrics
 	log      *slog.Logger
 	proxy    *httputil.ReverseProxy
+	bodies   *bodyBudget
 }
 
 // Deps are the Router's collaborators. Observer and Metrics may be nil.
@@ -96,7 +97,7 @@ func NewRouter(cfg Config, d Deps) (*Router, error) {
 		d.Transport = NewTransport(cfg)
 	}
 	rt := &Router{cfg: cfg, picker: d.Picker, keyer: d.Keyer, sketch: d.Sketch, targets: d.Targets,
-		observer: d.Observer, metrics: d.Metrics, log: d.Log}
+		observer: d.Observer, metrics: d.Metrics, log: d.Log, bodies: &bodyBudget{max: cfg.MaxBufferedBodyBytes}}
 	rt.proxy = &httputil.ReverseProxy{
 		Rewrite:        rt.rewrite,
 		Transport:      &retrying{rt: rt, base: d.Transport},
@@ -148,6 +149,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer body.release()
+	dropUpgrade(r.Header)
 	x := &exchange{body: body, path: r.URL.Path, query: r.URL.RawQuery}
 	if x.req, apiErr = rt.requestOf(r, route, body.bytes()); apiErr != nil {
 		rt.reject(w, apiErr)
@@ -170,7 +172,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength > 0 {
 		r.Body = noBody{}
 	}
-	rt.proxy.ServeHTTP(w, r)
+	rt.proxy.ServeHTTP(newDeadlineWriter(w, rt.cfg.ClientWriteTimeout), r)
 }
 
 // noBody stands for the client's body, already read.
@@ -272,8 +274,14 @@ func (rt *Router) target(id string, x *exchange) *url.URL {
 func (rt *Router) modifyResponse(resp *http.Response) error {
 	x := exchangeOf(resp.Request)
 	x.status = resp.StatusCode
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		if err := checkUpgrade(resp); err != nil {
+			return err // ReverseProxy closes the connection, then errorHandler answers 502
+		}
+	}
+	rewriteLocations(resp.Header, rt.targets.URL(x.lease.Endpoint))
 	if rt.cfg.RoutingHeaders {
-		if name := rt.targets.Name(x.lease.Endpoint); name != "" {
+		if name := rt.endpointName(x.lease.Endpoint); name != "" {
 			resp.Header.Set("X-Prefixring-Endpoint", name)
 		}
 		resp.Header.Set("X-Prefixring-Decision", x.lease.Decision.String())

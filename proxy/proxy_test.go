@@ -195,7 +195,7 @@ func TestDeadUpstreamIsRetriedOnNextCandidate(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("request %d: status %d %s", i, resp.StatusCode, readAll(t, resp.Body))
 		}
-		if resp.Header.Get("X-Prefixring-Endpoint") == deadID {
+		if resp.Header.Get("X-Prefixring-Endpoint") == mustName(t, dead.URL) {
 			t.Fatalf("request %d answered by the dead endpoint", i)
 		}
 		if resp.Header.Get("X-Prefixring-Decision") == "fallback" {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -102,13 +103,19 @@ func (s *sseBody) Read(p []byte) (int, error) {
 	}
 	n, err := s.ReadCloser.Read(p)
 	s.remember(p[:n])
-	if err == nil || err == io.EOF || s.ctx.Err() != nil {
+	// ctx is the try's: an idle timeout cancels it too.
+	if err == nil || err == io.EOF || s.ctx.Err() != nil && !errors.Is(err, errStreamIdle) {
 		return n, err
 	}
-	// The upstream cut the stream. The client is still there.
+	// The upstream cut the stream, or went quiet for too long. The
+	// client is still there.
 	s.finished = true
 	s.onCut(err)
-	ev := errorEvent(errStreamCut)
+	e := errStreamCut
+	if errors.Is(err, errStreamIdle) {
+		e = errStreamIdleTimeout
+	}
+	ev := errorEvent(e)
 	if !s.atBoundary() {
 		ev = append([]byte("\n\n"), ev...)
 	}

@@ -149,6 +149,12 @@ func (t *retrying) send(out *http.Request, x *exchange) (*http.Response, error) 
 	if err != nil {
 		return nil, err
 	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// The body is the tunnel's connection (an io.ReadWriteCloser,
+		// which ReverseProxy needs): no wrapper, no idle timeout.
+		return resp, nil
+	}
+	resp.Body = newIdleBody(resp.Body, t.rt.cfg.StreamIdleTimeout, abandon)
 	resp.Body = &timedBody{ReadCloser: resp.Body, start: start, endpoint: id, lease: x.lease, rt: t.rt, ctx: client}
 	return resp, nil
 }

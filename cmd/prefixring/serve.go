@@ -45,14 +45,19 @@ func serveFlags() []cli.Flag {
 		&cli.IntFlag{Name: "sketch-fanout", Value: 4, EnvVars: env("sketch-fanout"), Usage: "distinct continuations that make a prompt prefix shared"},
 		&cli.DurationFlag{Name: "sketch-epoch", Value: 10 * time.Minute, EnvVars: env("sketch-epoch"), Usage: "the sketch forgets a prefix not seen for two epochs"},
 		&cli.StringFlag{Name: "session-header", Value: pd.SessionHeader, EnvVars: env("session-header"), Usage: "request header whose value, when present, is the affinity key (empty: off)"},
-		&cli.BoolFlag{Name: "routing-headers", Value: pd.RoutingHeaders, EnvVars: env("routing-headers"), Usage: "add X-Prefixring-Endpoint (the endpoint's host:port, never its URL) and X-Prefixring-Decision to responses"},
+		&cli.BoolFlag{Name: "routing-headers", Value: pd.RoutingHeaders, EnvVars: env("routing-headers"), Usage: "add X-Prefixring-Endpoint (the endpoint's label, else an opaque name; never its URL) and X-Prefixring-Decision to responses"},
+		&cli.BoolFlag{Name: "routing-headers-address", Value: pd.EndpointAddress, EnvVars: env("routing-headers-address"), Usage: "X-Prefixring-Endpoint shows an unlabelled endpoint's host:port instead of an opaque name"},
 		&cli.Int64Flag{Name: "max-body-bytes", Value: pd.MaxBodyBytes, EnvVars: env("max-body-bytes"), Usage: "largest request body accepted; larger ones get 413"},
 		&cli.DurationFlag{Name: "client-body-timeout", Value: pd.ClientBodyTimeout, EnvVars: env("client-body-timeout"), Usage: "longest wait for the next bytes of a request body; a client stalling longer gets 408"},
+		&cli.Int64Flag{Name: "max-buffered-body-bytes", Value: pd.MaxBufferedBodyBytes, EnvVars: env("max-buffered-body-bytes"), Usage: "budget for the request bodies all requests hold in memory together; a request past it gets 503 with Retry-After"},
+		&cli.DurationFlag{Name: "client-body-deadline", Value: pd.ClientBodyDeadline, EnvVars: env("client-body-deadline"), Usage: "longest a request body may take to arrive in all (beside --client-body-timeout's wait for each read); then 408"},
 		&cli.DurationFlag{Name: "client-idle-timeout", Value: sd.IdleTimeout, EnvVars: env("client-idle-timeout"), Usage: "close a client's keep-alive connection idle this long (keep it above the idle timeout of a load balancer in front)"},
 		&cli.IntFlag{Name: "max-connections", Value: sd.MaxConnections, EnvVars: env("max-connections"), Usage: "most concurrent client connections (each open stream holds one); beyond it new connections wait to be accepted; 0: no cap"},
 		&cli.IntFlag{Name: "max-retries", Value: pd.MaxRetries, EnvVars: env("max-retries"), Usage: "other endpoints tried when one fails (connection error, timeout, 502/503/504) before anything reached the client"},
 		&cli.DurationFlag{Name: "retry-timeout", Value: pd.RetryTimeout, EnvVars: env("retry-timeout"), Usage: "retry budget from the first try: after it no new try starts, so a request that already used an endpoint's time is not replayed"},
 		&cli.DurationFlag{Name: "upstream-timeout", Value: pd.UpstreamTimeout, EnvVars: env("upstream-timeout"), Usage: "longest wait for an upstream's response headers (a non-streamed completion's come when it is complete; queues can hold requests for minutes); then 504"},
+		&cli.DurationFlag{Name: "stream-idle-timeout", Value: pd.StreamIdleTimeout, EnvVars: env("stream-idle-timeout"), Usage: "end a response whose upstream sent nothing this long after its headers (Envoy's stream_idle_timeout); a stream ends with an error event"},
+		&cli.DurationFlag{Name: "client-write-timeout", Value: pd.ClientWriteTimeout, EnvVars: env("client-write-timeout"), Usage: "longest one write to a client may wait (nginx's send_timeout); a client that stops reading is disconnected and its upstream released"},
 		&cli.DurationFlag{Name: "health-interval", Value: hd.Interval, EnvVars: env("health-interval"), Usage: "interval of active health probes"},
 		&cli.DurationFlag{Name: "health-timeout", Value: hd.Timeout, EnvVars: env("health-timeout"), Usage: "timeout of one health probe"},
 		&cli.StringFlag{Name: "health-path", Value: hd.Path, EnvVars: env("health-path"), Usage: "path probed on each endpoint"},
@@ -121,8 +126,11 @@ func routerConfig(c *cli.Context) (router.Config, error) {
 	pc := &cfg.Proxy
 	pc.MaxBodyBytes, pc.MaxRetries = c.Int64("max-body-bytes"), c.Int("max-retries")
 	pc.SessionHeader, pc.RoutingHeaders = c.String("session-header"), c.Bool("routing-headers")
+	pc.EndpointAddress = c.Bool("routing-headers-address")
 	pc.ClientBodyTimeout, pc.RetryTimeout = c.Duration("client-body-timeout"), c.Duration("retry-timeout")
 	pc.UpstreamTimeout = c.Duration("upstream-timeout")
+	pc.MaxBufferedBodyBytes, pc.ClientBodyDeadline = c.Int64("max-buffered-body-bytes"), c.Duration("client-body-deadline")
+	pc.StreamIdleTimeout, pc.ClientWriteTimeout = c.Duration("stream-idle-timeout"), c.Duration("client-write-timeout")
 	cfg.Server.IdleTimeout, cfg.Server.MaxConnections = c.Duration("client-idle-timeout"), c.Int("max-connections")
 
 	hc := &cfg.Health

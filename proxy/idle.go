@@ -1,0 +1,80 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// errStreamIdle is why a try's context was cancelled when its upstream
+// sent nothing for StreamIdleTimeout.
+var errStreamIdle = errors.New("upstream sent nothing for the stream idle timeout")
+
+// idleBody cuts a response body whose upstream sends nothing for d: a
+// timer runs while a read waits on the upstream (never while the router
+// writes to the client), and when it fires it cancels the try, which
+// closes the upstream connection; the read then fails with errStreamIdle.
+type idleBody struct {
+	io.ReadCloser
+	d     time.Duration
+	timer *time.Timer
+	fired atomic.Bool
+}
+
+// newIdleBody wraps rc; cancel ends the try it belongs to.
+func newIdleBody(rc io.ReadCloser, d time.Duration, cancel func(error)) *idleBody {
+	b := &idleBody{ReadCloser: rc, d: d}
+	b.timer = time.AfterFunc(d, func() {
+		b.fired.Store(true)
+		cancel(errStreamIdle)
+	})
+	b.timer.Stop()
+	return b
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	b.timer.Reset(b.d)
+	n, err := b.ReadCloser.Read(p)
+	b.timer.Stop()
+	if err != nil && err != io.EOF && b.fired.Load() {
+		err = errStreamIdle
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	b.timer.Stop()
+	return b.ReadCloser.Close()
+}
+
+// deadlineWriter gives every write to the client (and every flush) a
+// deadline of d from its start: a client that stops reading fails the
+// write once its socket buffers are full for d, which aborts the response
+// and closes the upstream body behind it. The deadline left after the
+// last write bounds net/http's final flush; markResponses clears it when
+// the connection's next request starts.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func newDeadlineWriter(w http.ResponseWriter, d time.Duration) *deadlineWriter {
+	return &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d}
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *deadlineWriter) FlushError() error {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	return w.rc.Flush()
+}
+
+// Unwrap lets http.ResponseController reach the server's writer (Hijack
+// for upgrades).
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
