@@ -216,11 +216,15 @@ func (c *Cluster) routerConfig(i int, endpoints []string, mt memberlist.NodeAwar
 			gc.Join = append(gc.Join, gossipAddr(j))
 		}
 	}
+	gc.Key = gossipKey
 	rc.Gossip = &gc
 	rc.Workers.Token = workersToken
 	rc.DrainDelay = 0
 	return rc
 }
+
+// gossipKey encrypts the replicas' gossip, as serve requires.
+var gossipKey = []byte("chaos-gossip-key-of-32-bytes-abc")
 
 // workersToken is the bearer token of every replica's workers API.
 const workersToken = "chaos-admin-token"

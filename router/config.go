@@ -39,8 +39,15 @@ type Config struct {
 	// Sources are where the endpoints come from, besides the workers API.
 	Sources Sources
 	// Gossip, when set, makes the replica a member of a gossip cluster;
-	// nil: it balances on its own counts.
+	// nil: it balances on its own counts. Gossip steers where prompts go
+	// (every member's counts and endpoint votes are believed), so it needs
+	// Gossip.Key unless GossipInsecure says otherwise.
 	Gossip *gossip.Config
+	// GossipInsecure lets gossip run without a key, for experiments on one
+	// host: any process that reaches the gossip port can then join and
+	// steer routing. It is logged at start, shown in /debug/cluster and
+	// exported as prefixring_gossip_insecure.
+	GossipInsecure bool
 	// Workers is the workers API.
 	Workers WorkersConfig
 
@@ -76,6 +83,11 @@ type Sources struct {
 	File         string
 	FileInterval time.Duration
 }
+
+// ErrGossipKeyMissing refuses gossip without a key: any process that
+// reaches an unencrypted gossip port joins the cluster and can take over
+// routing (register its own server, vote the operator's endpoints out).
+var ErrGossipKeyMissing = errors.New("gossip needs a key (--gossip-key or --gossip-key-file: base64 of 16, 24 or 32 random bytes, the same on every replica); for a local experiment only, --gossip-insecure runs without one")
 
 // Workers API modes.
 const (
@@ -139,8 +151,11 @@ func (c Config) Validate() error {
 	if err := c.Server.Validate(); err != nil {
 		return err
 	}
-	if c.Gossip != nil {
-		return c.Gossip.Validate()
+	if c.Gossip == nil {
+		return nil
 	}
-	return nil
+	if c.Gossip.Key == nil && !c.GossipInsecure {
+		return ErrGossipKeyMissing
+	}
+	return c.Gossip.Validate()
 }

@@ -20,7 +20,7 @@ func (r *Replica) debugRoutes() map[string]http.Handler {
 		"GET /debug/pick":      pickHandler(r.balancer),
 	}
 	if r.node != nil {
-		routes["GET /debug/cluster"] = r.node.DebugHandler()
+		routes["GET /debug/cluster"] = jsonHandler(r.debugCluster)
 	}
 	return routes
 }

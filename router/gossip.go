@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prefixring/prefixring/gossip"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // startGossip builds the gossip node, when gossip is on, between the
@@ -22,12 +23,30 @@ func (r *Replica) startGossip() error {
 		return err
 	}
 	r.endpoints.SetArbiter(n)
+	insecure := prometheus.NewGauge(prometheus.GaugeOpts{Name: "prefixring_gossip_insecure",
+		Help: "1 when gossip runs without a key (--gossip-insecure): any process reaching the gossip port can steer routing."})
+	if r.cfg.GossipInsecure && gc.Key == nil {
+		insecure.Set(1)
+		r.log.Warn("gossip runs WITHOUT a key (--gossip-insecure): any process that reaches the gossip port can join and steer routing; use --gossip-key outside local experiments", "bind", gc.BindAddr)
+	}
+	r.reg.MustRegister(insecure)
 	if r.keying.Sketching() {
 		// Every replica keys with the union of the published summaries.
 		n.ShareSketch(r.keying, r.keying.SetCommon)
 	}
 	r.node = n
 	return nil
+}
+
+// clusterStatus is /debug/cluster: the node's view of the cluster, and
+// whether gossip runs without a key.
+type clusterStatus struct {
+	gossip.ClusterStatus
+	Insecure bool `json:"insecure"`
+}
+
+func (r *Replica) debugCluster() any {
+	return clusterStatus{ClusterStatus: r.node.Status(), Insecure: r.node != nil && r.cfg.GossipInsecure && r.cfg.Gossip.Key == nil}
 }
 
 // degraded says why the replica routes less well than it should, or "".

@@ -30,16 +30,17 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("no endpoints with the public workers API must start empty: %v", err)
 	}
 	for name, mutate := range map[string]func(*Config){
-		"no endpoints":  func(c *Config) { c.Sources.Static = nil },
-		"policy":        func(c *Config) { c.Policy = "fastest" },
-		"workers mode":  func(c *Config) { c.Workers.Mode = "everywhere" },
-		"dns interval":  func(c *Config) { c.Sources.DNS, c.Sources.DNSInterval = "x:1", 0 },
-		"file interval": func(c *Config) { c.Sources.File, c.Sources.FileInterval = "f", -1 },
-		"sketch fanout": func(c *Config) { c.Sketch.Fanout = 1 },
-		"drain":         func(c *Config) { c.DrainTimeout = -time.Second },
-		"ring":          func(c *Config) { c.Ring.LoadFactor = 0.5 },
-		"proxy":         func(c *Config) { c.Proxy.MaxBodyBytes = -1 },
-		"gossip bind":   func(c *Config) { g := gossip.DefaultConfig(); g.BindAddr = "nowhere"; c.Gossip = &g },
+		"no endpoints":         func(c *Config) { c.Sources.Static = nil },
+		"policy":               func(c *Config) { c.Policy = "fastest" },
+		"workers mode":         func(c *Config) { c.Workers.Mode = "everywhere" },
+		"dns interval":         func(c *Config) { c.Sources.DNS, c.Sources.DNSInterval = "x:1", 0 },
+		"file interval":        func(c *Config) { c.Sources.File, c.Sources.FileInterval = "f", -1 },
+		"sketch fanout":        func(c *Config) { c.Sketch.Fanout = 1 },
+		"drain":                func(c *Config) { c.DrainTimeout = -time.Second },
+		"ring":                 func(c *Config) { c.Ring.LoadFactor = 0.5 },
+		"proxy":                func(c *Config) { c.Proxy.MaxBodyBytes = -1 },
+		"gossip without a key": func(c *Config) { g := gossip.DefaultConfig(); g.BindAddr = "127.0.0.1:0"; c.Gossip = &g },
+		"gossip bind":          func(c *Config) { g := gossip.DefaultConfig(); g.BindAddr = "nowhere"; c.Gossip = &g },
 	} {
 		c := ok
 		mutate(&c)
@@ -192,4 +193,44 @@ func TestDebugPickBadKey(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != 400 || v.Error.Code != "invalid_key" {
 		t.Fatalf("%d %+v %v", resp.StatusCode, v, err)
 	}
+}
+
+// Gossip without a key runs only when asked, and then says so: in the
+// log, /debug/cluster and prefixring_gossip_insecure.
+func TestGossipInsecureIsVisible(t *testing.T) {
+	g := gossip.DefaultConfig()
+	g.NodeName, g.BindAddr = "lonely", "127.0.0.1:0"
+	ctx, cancel := context.WithCancel(context.Background())
+	_, admin, r, done := start(t, ctx, func(c *Config) { c.Gossip, c.GossipInsecure = &g, true })
+	defer func() { cancel(); <-done }()
+	resp, err := http.Get(admin + "/debug/cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Self     string `json:"self"`
+		Insecure bool   `json:"insecure"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || !v.Insecure || v.Self == "" {
+		t.Fatalf("/debug/cluster: %+v %v", v, err)
+	}
+	if got := gauge(t, r, "prefixring_gossip_insecure"); got != 1 {
+		t.Fatalf("prefixring_gossip_insecure = %v", got)
+	}
+}
+
+// gauge is the value of the registered gauge called name.
+func gauge(t *testing.T, r *Replica, name string) float64 {
+	mfs, err := r.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }

@@ -2,13 +2,14 @@ package main
 
 import (
 	"fmt"
-	"github.com/prefixring/prefixring/gossip/core"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prefixring/prefixring/gossip/core"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/prefixring/prefixring/gossip/core"
 
@@ -18,7 +21,9 @@ func gossipFlags() []cli.Flag {
 		&cli.StringFlag{Name: "gossip-bind", EnvVars: env("gossip-bind"), Usage: "host:port to gossip on (UDP and TCP), e.g. 0.0.0.0:7946; empty: no gossip, each replica balances on its own counts"},
 		&cli.StringFlag{Name: "gossip-advertise", EnvVars: env("gossip-advertise"), Usage: "host:port other replicas reach this one at (default: the bind address, or the first private IP when bound to 0.0.0.0)"},
 		&cli.StringSliceFlag{Name: "join", EnvVars: env("join"), Usage: "peers to join: host:port or host (gossip port assumed), IPs or DNS names such as a headless Service; re-resolved and retried every --gossip-rejoin-interval, so partitions heal"},
-		&cli.StringFlag{Name: "gossip-key", EnvVars: env("gossip-key"), Usage: "base64 of a 16-, 24- or 32-byte key encrypting gossip (as Consul and Serf take it); a replica without it can neither join nor inject state"},
+		&cli.StringFlag{Name: "gossip-key", EnvVars: env("gossip-key"), Usage: "base64 of a 16-, 24- or 32-byte key encrypting gossip (as Consul and Serf take it); a replica without it can neither join nor inject state; gossip refuses to run without a key unless --gossip-insecure"},
+		&cli.StringFlag{Name: "gossip-key-file", EnvVars: env("gossip-key-file"), Usage: "read --gossip-key from this file (a mounted Secret); surrounding whitespace is dropped"},
+		&cli.BoolFlag{Name: "gossip-insecure", EnvVars: env("gossip-insecure"), Usage: "run gossip without a key, for local experiments only: any process that reaches the gossip port can then join and steer routing (logged at start, shown in /debug/cluster and as prefixring_gossip_insecure)"},
 		&cli.DurationFlag{Name: "gossip-interval", Value: d.Interval, EnvVars: env("gossip-interval"), Usage: "how often this replica sends its in-flight counts when they changed"},
 		&cli.StringFlag{Name: "gossip-view", Value: string(d.View), EnvVars: env("gossip-view"), Usage: "what the bound reads as cluster-wide load: overlay (every replica's last published load, this replica's own with its unpublished new placements laid over it: it sees its own bursts at once), shared (every replica's last published load, its own included: the most agreement, blind to its own placements until it publishes) or exact (its own live load + the others' published); the study behind the default is in docs/study.md"},
 		&cli.DurationFlag{Name: "sketch-interval", Value: d.SketchInterval, EnvVars: env("sketch-interval"), Usage: "how often this replica publishes its shared-prefix sketch summary when it changed (with --sketch)"},
@@ -29,31 +34,68 @@ func gossipFlags() []cli.Flag {
 	}
 }
 
-// gossipConfig reads the gossip flags; nil when gossip is off.
-func gossipConfig(c *cli.Context) (*gossip.Config, error) {
+// gossipOnly are the flags that mean nothing without --gossip-bind: given
+// alone, each is refused (the first four would change who routes where) or
+// warned about.
+var (
+	gossipRefused = []string{"join", "gossip-key", "gossip-key-file", "gossip-advertise", "gossip-view", "gossip-insecure"}
+	gossipWarned  = []string{"gossip-interval", "sketch-interval", "gossip-push-pull", "gossip-rejoin-interval", "gossip-stale-after", "node-name"}
+)
+
+// gossipKey reads --gossip-key or --gossip-key-file. Errors never quote
+// the key.
+func gossipKey(c *cli.Context) ([]byte, error) {
+	s, file := c.String("gossip-key"), c.String("gossip-key-file")
+	switch {
+	case s != "" && file != "":
+		return nil, errors.New("give --gossip-key or --gossip-key-file, not both")
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--gossip-key-file: %w", err)
+		}
+		if s = strings.TrimSpace(string(b)); s == "" {
+			return nil, fmt.Errorf("--gossip-key-file %s is empty", file)
+		}
+	}
+	key, err := gossip.ParseKey(s)
+	if err != nil {
+		return nil, fmt.Errorf("gossip key: %w", err)
+	}
+	return key, nil
+}
+
+// gossipConfig reads the gossip flags; nil when gossip is off. warnings
+// name the flags given that have no effect.
+func gossipConfig(c *cli.Context) (cfg *gossip.Config, warnings []string, err error) {
 	if c.String("gossip-bind") == "" {
-		for _, f := range []string{"join", "gossip-key", "gossip-advertise", "gossip-view"} {
+		for _, f := range gossipRefused {
 			if c.IsSet(f) {
-				return nil, fmt.Errorf("--%s needs --gossip-bind", f)
+				return nil, nil, fmt.Errorf("--%s needs --gossip-bind", f)
 			}
 		}
-		return nil, nil
+		for _, f := range gossipWarned {
+			if c.IsSet(f) {
+				warnings = append(warnings, "--"+f+" has no effect without --gossip-bind")
+			}
+		}
+		return nil, warnings, nil
 	}
-	key, err := gossip.ParseKey(c.String("gossip-key"))
+	key, err := gossipKey(c)
 	if err != nil {
-		return nil, fmt.Errorf("--gossip-key: %w", err)
+		return nil, nil, err
 	}
-	cfg := gossip.DefaultConfig()
-	cfg.NodeName, cfg.BindAddr, cfg.AdvertiseAddr = c.String("node-name"), c.String("gossip-bind"), c.String("gossip-advertise")
-	cfg.Join, cfg.Key = c.StringSlice("join"), key
-	cfg.Interval, cfg.PushPull = c.Duration("gossip-interval"), c.Duration("gossip-push-pull")
-	cfg.SketchInterval = c.Duration("sketch-interval")
-	if cfg.View, err = core.ParseViewMode(c.String("gossip-view")); err != nil {
-		return nil, fmt.Errorf("--gossip-view: %w", err)
+	g := gossip.DefaultConfig()
+	g.NodeName, g.BindAddr, g.AdvertiseAddr = c.String("node-name"), c.String("gossip-bind"), c.String("gossip-advertise")
+	g.Join, g.Key = c.StringSlice("join"), key
+	g.Interval, g.PushPull = c.Duration("gossip-interval"), c.Duration("gossip-push-pull")
+	g.SketchInterval = c.Duration("sketch-interval")
+	if g.View, err = core.ParseViewMode(c.String("gossip-view")); err != nil {
+		return nil, nil, fmt.Errorf("--gossip-view: %w", err)
 	}
-	cfg.RejoinInterval, cfg.StaleAfter = c.Duration("gossip-rejoin-interval"), c.Duration("gossip-stale-after")
-	if cfg.StaleAfter <= cfg.Heartbeat {
-		return nil, fmt.Errorf("--gossip-stale-after %v must exceed the %v heartbeat", cfg.StaleAfter, cfg.Heartbeat)
+	g.RejoinInterval, g.StaleAfter = c.Duration("gossip-rejoin-interval"), c.Duration("gossip-stale-after")
+	if g.StaleAfter <= g.Heartbeat {
+		return nil, nil, fmt.Errorf("--gossip-stale-after %v must exceed the %v heartbeat", g.StaleAfter, g.Heartbeat)
 	}
-	return &cfg, cfg.Validate()
+	return &g, nil, g.Validate()
 }

@@ -112,12 +112,12 @@ func ringConfig(c *cli.Context) (ring.Config, error) {
 	return rc, rc.Validate()
 }
 
-// routerConfig turns serve's flags into the replica's configuration.
-func routerConfig(c *cli.Context) (router.Config, error) {
-	cfg := router.DefaultConfig()
-	var err error
+// routerConfig turns serve's flags into the replica's configuration;
+// warnings name flags given that have no effect.
+func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err error) {
+	cfg = router.DefaultConfig()
 	if cfg.Ring, err = ringConfig(c); err != nil {
-		return cfg, err
+		return cfg, nil, err
 	}
 	cfg.Listen, cfg.AdminListen, cfg.Pprof, cfg.Policy = c.String("listen"), c.String("admin-listen"), c.Bool("pprof"), c.String("policy")
 	cfg.Key.MaxChars, cfg.Key.PromptChars, cfg.Key.SharedChars = c.Int("prefix-chars"), c.Int("prompt-chars"), c.Int("shared-chars")
@@ -144,14 +144,18 @@ func routerConfig(c *cli.Context) (router.Config, error) {
 		File: c.String("endpoints-file"), FileInterval: c.Duration("endpoints-file-interval"),
 	}
 	cfg.DrainDelay, cfg.DrainTimeout = c.Duration("drain-delay"), c.Duration("drain-timeout")
-	if cfg.Gossip, err = gossipConfig(c); err != nil {
-		return cfg, err
+	if cfg.Gossip, warnings, err = gossipConfig(c); err != nil {
+		return cfg, nil, err
+	}
+	cfg.GossipInsecure = c.Bool("gossip-insecure")
+	if cfg.Ring.GroupSpread > 0 && !cfg.Sketch.Enabled && c.IsSet("group-spread") {
+		warnings = append(warnings, "--group-spread has no effect with --sketch=false (groups come from the sketch)")
 	}
 	cfg.Workers.Mode = c.String("workers-api")
 	if cfg.Workers.Token, err = adminToken(c); err != nil {
-		return cfg, err
+		return cfg, nil, err
 	}
-	return cfg, cfg.Validate()
+	return cfg, warnings, cfg.Validate()
 }
 
 func serve(c *cli.Context) error {
@@ -159,9 +163,12 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := routerConfig(c)
+	cfg, warnings, err := routerConfig(c)
 	if err != nil {
 		return err
+	}
+	for _, w := range warnings {
+		log.Warn(w)
 	}
 	r, err := router.New(cfg, router.Options{Log: log})
 	if err != nil {

@@ -11,6 +11,8 @@ package main
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -137,9 +139,12 @@ func run(ctx context.Context, o *options, w workload.MultiTurn, policy string) (
 	}
 	var routers []string
 	seed := ""
+	key := make([]byte, 32) // this run's gossip key: gossip refuses to run without one
+	_, _ = crand.Read(key)
 	for i := range o.replicas {
 		name := fmt.Sprintf("router-%d", i)
 		args := []string{"--endpoints", strings.Join(engines, ","), "--policy", policy, "--node-name", name,
+			"--gossip-key", base64.StdEncoding.EncodeToString(key),
 			"--gossip-bind", "127.0.0.1:0", "--drain-delay", "0s"}
 		if seed != "" {
 			args = append(args, "--join", seed)

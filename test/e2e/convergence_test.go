@@ -39,7 +39,7 @@ func TestGossipConvergenceMultiProcess(t *testing.T) {
 	}
 	up := newUpstreams(t, 4)
 	// Loads in requests, so the views' totals count the held requests.
-	common := []string{"--endpoints", strings.Join(up.urls, ","), "--gossip-bind", "127.0.0.1:0", "--load-signal", "requests"}
+	common := []string{"--endpoints", strings.Join(up.urls, ","), "--gossip-key", testKey, "--gossip-bind", "127.0.0.1:0", "--load-signal", "requests"}
 	r0 := startServe(t, "c0", common...)
 	seed := r0.selfAddr(t)
 	r1 := startServe(t, "c1", append(common, "--join", seed)...)

@@ -71,7 +71,7 @@ func TestDefaultsMultiProcess(t *testing.T) {
 		t.Skip("runs the binary")
 	}
 	up := newUpstreams(t, 4)
-	common := []string{"--endpoints", strings.Join(up.urls, ","), "--gossip-interval", "50ms", "--sketch-interval", "100ms"}
+	common := []string{"--endpoints", strings.Join(up.urls, ","), "--gossip-key", testKey, "--gossip-interval", "50ms", "--sketch-interval", "100ms"}
 	r0 := startServe(t, "d0", append(common, "--gossip-bind", "127.0.0.1:0")...)
 	seed := r0.selfAddr(t)
 	reps := []*proc{r0}

@@ -232,3 +232,7 @@ func TestGossipMultiProcess(t *testing.T) {
 	_ = reps[2].Cmd.Process.Signal(syscall.SIGTERM)
 	waitFor(t, "r0 to drop r2 after its leave", 3*time.Second, func() bool { return len(r0.cluster(t).Members) == 2 })
 }
+
+// testKey is the gossip key of the tests' clusters (gossip refuses to run
+// without one).
+var testKey = base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
