@@ -144,7 +144,10 @@ func (c *Cluster) Start() error {
 }
 
 // StartEngine starts (or restarts, at the same address) engine i.
-func (c *Cluster) StartEngine(i int) error {
+func (c *Cluster) StartEngine(i int) error { return c.startEngineAt(i, EngineURL(i)) }
+
+// startEngineAt starts engine i at url.
+func (c *Cluster) startEngineAt(i int, url string) error {
 	cfg := c.cfg.Engine
 	cfg.Seed = c.cfg.Seed + uint64(i)
 	reg := prometheus.NewRegistry()
@@ -152,13 +155,13 @@ func (c *Cluster) StartEngine(i int) error {
 	if err != nil {
 		return err
 	}
-	addr := EngineURL(i)[len("http://"):]
+	addr := url[len("http://"):]
 	ln, err := c.HTTP.Listen(addr)
 	if err != nil {
 		return err
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	e := &Engine{Addr: addr, URL: EngineURL(i), Server: s, ln: ln, http: &http.Server{Handler: s.Handler()}, stop: stop}
+	e := &Engine{Addr: addr, URL: url, Server: s, ln: ln, http: &http.Server{Handler: s.Handler()}, stop: stop}
 	e.done.Go(func() { s.Run(ctx) })
 	e.done.Go(func() { _ = e.http.Serve(ln) })
 	c.mu.Lock()
@@ -187,6 +190,50 @@ func (c *Cluster) KillEngine(i int) {
 	_ = e.http.Close()
 	e.stop()
 	e.done.Wait()
+}
+
+// ReplaceEngine replaces engine i as a Kubernetes rolling update does: a
+// new engine starts at a new address (generation gen), every live replica's
+// endpoint list swaps the old one for it (as discovery would), and the old
+// one stops as uvicorn does on SIGTERM: it takes no new connection and
+// finishes the requests it has before it exits.
+func (c *Cluster) ReplaceEngine(i, gen int) error {
+	old := c.Engine(i)
+	if err := c.startEngineAt(i, fmt.Sprintf("http://10.%d.0.%d:8000", gen+1, i+1)); err != nil {
+		return err
+	}
+	urls := c.CurrentEngineURLs()
+	for _, r := range c.Live() {
+		if err := r.Set.SetSource("static", urls); err != nil {
+			return err
+		}
+		if err := r.Set.WaitDispatched(context.Background()); err != nil {
+			return err
+		}
+	}
+	if old == nil {
+		return nil
+	}
+	_ = old.ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	err := old.http.Shutdown(ctx)
+	old.stop()
+	old.done.Wait()
+	return err
+}
+
+// CurrentEngineURLs are the URLs of the engines up now, by index.
+func (c *Cluster) CurrentEngineURLs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, e := range c.engines {
+		if e != nil {
+			out = append(out, e.URL)
+		}
+	}
+	return out
 }
 
 // transport is an HTTP transport over the in-memory network.

@@ -110,6 +110,13 @@ func (o *observed) ObserveFailure(id string, err error) {
 	o.inner.ObserveFailure(id, err)
 }
 
+func (o *observed) ObserveServerError(id string, request uint64, status int) {
+	o.mu.Lock()
+	o.failures[id]++
+	o.mu.Unlock()
+	o.inner.ObserveServerError(id, request, status)
+}
+
 func (o *observed) failuresOf(id string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -104,8 +104,9 @@ func TestPooledBodiesUnderAwkwardUpstreams(t *testing.T) {
 
 type ignore struct{}
 
-func (ignore) ObserveSuccess(string)        {}
-func (ignore) ObserveFailure(string, error) {}
+func (ignore) ObserveSuccess(string)                  {}
+func (ignore) ObserveFailure(string, error)           {}
+func (ignore) ObserveServerError(string, uint64, int) {}
 
 // TestClientLeavesWhileTheBodyIsStillSent: an upstream answers a stream's
 // headers and first event at once, without reading the 1 MiB body (small

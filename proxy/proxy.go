@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"hash/maphash"
 	"log/slog"
 	"net"
 	"net/http"
@@ -39,19 +40,24 @@ type Targets interface {
 	// Name returns what a client may be shown of endpoint id: an operator's
 	// label, or host:port; never a full internal URL.
 	Name(id string) string
-	// Alive returns a context that ends when endpoint id stops answering
-	// at all (its health probes time out or fail: hung or gone) or leaves
-	// the set. A try still waiting for its response headers there is
-	// abandoned and retried elsewhere, instead of holding its client until
-	// --upstream-timeout.
-	Alive(id string) context.Context
+	// Hold returns a context that ends when endpoint id stops answering
+	// at all (its health probes time out: hung or gone), and a release to
+	// call when the try no longer waits. A try still waiting for its
+	// response headers there is abandoned and retried elsewhere, instead
+	// of holding its client until --upstream-timeout. An endpoint that
+	// leaves the set while held finishes the try: leaving is not failing.
+	Hold(id string) (alive context.Context, release func())
 }
 
 // Observer hears whether an endpoint answered; the health checker ejects
 // endpoints that keep failing.
 type Observer interface {
 	ObserveSuccess(id string)
+	// ObserveFailure: a connection error or timeout.
 	ObserveFailure(id string, err error)
+	// ObserveServerError: a 5xx answer to request, a fingerprint of the
+	// client's request equal for every try and retry of it.
+	ObserveServerError(id string, request uint64, status int)
 }
 
 // Router is the request path: an http.Handler for the proxied routes.
@@ -324,6 +330,27 @@ func (rt *Router) observeFailure(id string, err error) {
 	if rt.observer != nil {
 		rt.observer.ObserveFailure(id, err)
 	}
+}
+
+func (rt *Router) observeServerError(id string, x *exchange, status int) {
+	if rt.observer != nil {
+		rt.observer.ObserveServerError(id, x.fingerprint(), status)
+	}
+}
+
+// fingerprintSeed keys request fingerprints; they never leave the process.
+var fingerprintSeed = maphash.MakeSeed()
+
+// fingerprint identifies the client's request by its path and body, so a
+// client's retries of it (OpenAI's SDKs resend the same body) are known
+// as the same request.
+func (x *exchange) fingerprint() uint64 {
+	var h maphash.Hash
+	h.SetSeed(fingerprintSeed)
+	h.WriteString(x.path)
+	h.WriteByte(0)
+	h.Write(x.body.bytes())
+	return h.Sum64()
 }
 
 // copyBuffers pools ReverseProxy's response copy buffers.

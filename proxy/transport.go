@@ -115,7 +115,9 @@ func statusOf(resp *http.Response) int {
 
 // send makes one try and reports its outcome to the health checker: a
 // connection error, a timeout or any 5xx counts against the endpoint (as
-// Envoy's outlier detection counts consecutive 5xx); a resend on a fresh
+// Envoy's outlier detection counts consecutive 5xx), a 5xx with the
+// request's fingerprint, so a request that fails everywhere is told from
+// an endpoint that fails (upstream.Set.ObserveServerError); a resend on a fresh
 // connection inside the Transport (a reused keep-alive connection the
 // server had closed) never reaches here.
 func (t *retrying) send(out *http.Request, x *exchange) (*http.Response, error) {
@@ -129,8 +131,10 @@ func (t *retrying) send(out *http.Request, x *exchange) (*http.Response, error) 
 	start := time.Now()
 	client := out.Context()
 	try, abandon := context.WithCancelCause(client)
-	stop := context.AfterFunc(t.rt.targets.Alive(id), func() { abandon(errEndpointDown) })
+	alive, release := t.rt.targets.Hold(id)
+	stop := context.AfterFunc(alive, func() { abandon(errEndpointDown) })
 	resp, err := t.base.RoundTrip(out.WithContext(try))
+	release()
 	if !stop() && err != nil && errors.Is(context.Cause(try), errEndpointDown) {
 		// Abandoned while waiting for headers: the endpoint is already
 		// out, and nothing reached the client; retry elsewhere.
@@ -142,7 +146,7 @@ func (t *retrying) send(out *http.Request, x *exchange) (*http.Response, error) 
 	case err != nil:
 		t.rt.observeFailure(id, err)
 	case resp.StatusCode >= 500:
-		t.rt.observeFailure(id, fmt.Errorf("status %d", resp.StatusCode))
+		t.rt.observeServerError(id, x, resp.StatusCode)
 	default:
 		t.rt.observeSuccess(id)
 	}

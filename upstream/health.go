@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -36,12 +37,28 @@ type HealthConfig struct {
 	// MaxEjection caps the ejection time; an endpoint that stays in this
 	// long is forgiven its earlier ejections. Default 5m.
 	MaxEjection time.Duration
+	// MaxEjectionPercent caps the share of routed endpoints that failed
+	// requests may hold out at once, with at least one always allowed
+	// (Envoy's max_ejection_percent). Probes are not capped: an endpoint
+	// that answers nothing is out whatever the share. Default 20: of 2 to
+	// 9 engines one may be out, of 10 to 14 two, of 15 to 16 three. Envoy's
+	// 10% would allow only one in any fleet below 20; 20% lets two or three
+	// independently broken GPUs out of a large fleet, while the rest always
+	// keep at least 80% of it, so no wave of correlated failures (a bad
+	// prompt, a bad client, an overload) can pile the fleet's load onto a
+	// few engines. 100 turns the cap off.
+	MaxEjectionPercent int
+	// PanicThreshold: when fewer than this percent of the routed endpoints
+	// are healthy, all of them are routed as healthy rather than answering
+	// 503 (Envoy's healthy_panic_threshold, whose default, 50, this
+	// keeps). 0 turns panic mode off.
+	PanicThreshold int
 }
 
 // DefaultHealthConfig returns the documented defaults.
 func DefaultHealthConfig() HealthConfig {
 	return HealthConfig{Interval: 5 * time.Second, Timeout: 2 * time.Second, Path: "/health", FailureThreshold: 3,
-		BaseEjection: 30 * time.Second, MaxEjection: 5 * time.Minute}
+		BaseEjection: 30 * time.Second, MaxEjection: 5 * time.Minute, MaxEjectionPercent: 20, PanicThreshold: 50}
 }
 
 // Validate reports a configuration the checker cannot run with.
@@ -55,14 +72,25 @@ func (c HealthConfig) Validate() error {
 		return fmt.Errorf("health failure threshold %d must be >= 1", c.FailureThreshold)
 	case c.BaseEjection < 0 || c.MaxEjection < c.BaseEjection:
 		return fmt.Errorf("ejection times: need 0 <= base (%v) <= max (%v)", c.BaseEjection, c.MaxEjection)
+	case c.MaxEjectionPercent < 0 || c.MaxEjectionPercent > 100:
+		return fmt.Errorf("max ejection percent %d must be within 0..100", c.MaxEjectionPercent)
+	case c.PanicThreshold < 0 || c.PanicThreshold > 100:
+		return fmt.Errorf("panic threshold %d must be within 0..100", c.PanicThreshold)
 	}
 	return nil
 }
 
 // check is one endpoint's health as this replica's own checks see it.
 type check struct {
-	pfails     int // consecutive failed probes
-	rfails     int // consecutive failed requests
+	pfails int // consecutive failed probes
+	rfails int // consecutive failed requests, 5xx answers aside
+	// pending are the requests (fingerprints) that this endpoint answered
+	// with 5xx since its last success: each counts once toward ejection,
+	// and is withdrawn if another endpoint answers it with 5xx too.
+	pending map[uint64]bool
+	// mute counts consecutive probes that got no answer at all (timed
+	// out): hung, or its host gone.
+	mute       int
 	ejected    bool
 	until      time.Time // passive ejections: not back before this
 	ejections  int       // passive ejections in a row
@@ -73,12 +101,19 @@ type check struct {
 
 func (c *check) out() bool { return c != nil && c.ejected }
 
+// silent reports an endpoint whose last threshold probes got no answer.
+func (c *check) silent(threshold int) bool { return c != nil && c.mute >= threshold }
+
+// requestFails is the consecutive failed requests that count against it.
+func (c *check) requestFails() int { return c.rfails + len(c.pending) }
+
 // ObserveSuccess records a request that endpoint id answered.
 func (s *Set) ObserveSuccess(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c := s.checks[id]; c != nil && !c.ejected {
 		c.rfails = 0
+		clear(c.pending)
 	}
 }
 
@@ -90,37 +125,100 @@ func (s *Set) failure(id, reason string, err error) {
 	if errors.Is(err, context.Canceled) {
 		return // we gave up, not the endpoint
 	}
-	now := s.now()
 	s.mu.Lock()
 	c := s.checks[id]
-	if c == nil || c.ejected {
-		if c != nil {
-			c.lastErr = err.Error()
-		}
+	if c == nil {
 		s.mu.Unlock()
 		return
 	}
-	fails := &c.pfails
-	if reason == "passive" {
-		fails = &c.rfails
-	}
-	*fails++
 	c.lastErr = err.Error()
-	if *fails < s.cfg.FailureThreshold {
+	if reason == "probe" {
+		s.probeFailedLocked(id, c, err)
+		return
+	}
+	if c.ejected {
 		s.mu.Unlock()
 		return
 	}
-	c.ejected, c.byRequests = true, reason == "passive"
-	if c.byRequests {
-		if !c.inSince.IsZero() && now.Sub(c.inSince) >= s.cfg.MaxEjection {
-			c.ejections = 0 // it behaved for long enough
-		}
-		c.ejections++
-		c.until = now.Add(min(s.cfg.BaseEjection*time.Duration(c.ejections), s.cfg.MaxEjection))
+	c.rfails++
+	s.ejectForRequestsLocked(id, c, err)
+}
+
+// probeFailedLocked records a failed probe: FailureThreshold in a row
+// eject; as many with no answer at all end the endpoint's alive context,
+// and so abandon the tries waiting there. A departed endpoint that still
+// holds tries is probed only for that. It unlocks s.mu.
+func (s *Set) probeFailedLocked(id string, c *check, err error) {
+	wasSilent := c.silent(s.cfg.FailureThreshold)
+	if noAnswer(err) {
+		c.mute++
+	} else {
+		c.mute = 0 // it answered, or its host refused: tries there end by themselves
 	}
-	s.log.Warn("endpoint ejected", "endpoint", id, "reason", reason, "err", err, "until", c.until)
-	s.met.ejected(id, reason)
+	flipped := wasSilent != c.silent(s.cfg.FailureThreshold)
+	if c.ejected || s.drainingLocked(id) {
+		if flipped {
+			s.rebuildLocked()
+			return
+		}
+		s.mu.Unlock()
+		return
+	}
+	c.pfails++
+	if c.pfails < s.cfg.FailureThreshold {
+		s.mu.Unlock()
+		return
+	}
+	c.ejected, c.byRequests = true, false
+	s.log.Warn("endpoint ejected", "endpoint", id, "reason", "probe", "err", err)
+	s.met.ejected(id, "probe")
 	s.rebuildLocked()
+}
+
+// ejectForRequestsLocked ejects endpoint id once its failed requests reach
+// the threshold, unless the ejection cap is reached. It unlocks s.mu.
+func (s *Set) ejectForRequestsLocked(id string, c *check, err error) {
+	if c.requestFails() < s.cfg.FailureThreshold {
+		s.mu.Unlock()
+		return
+	}
+	if !s.mayEjectLocked() {
+		s.met.capped(id)
+		s.log.Warn("endpoint not ejected: the ejection cap is reached", "endpoint", id, "err", err,
+			"max_ejection_percent", s.cfg.MaxEjectionPercent)
+		s.mu.Unlock()
+		return
+	}
+	now := s.now()
+	c.ejected, c.byRequests = true, true
+	if !c.inSince.IsZero() && now.Sub(c.inSince) >= s.cfg.MaxEjection {
+		c.ejections = 0 // it behaved for long enough
+	}
+	c.ejections++
+	c.until = now.Add(min(s.cfg.BaseEjection*time.Duration(c.ejections), s.cfg.MaxEjection))
+	s.log.Warn("endpoint ejected", "endpoint", id, "reason", "passive", "err", err, "until", c.until)
+	s.met.ejected(id, "passive")
+	s.rebuildLocked()
+}
+
+// mayEjectLocked reports whether one more endpoint may be ejected for
+// failed requests: MaxEjectionPercent of the routed ones, at least one.
+func (s *Set) mayEjectLocked() bool {
+	n := len(s.snap.Load().Endpoints)
+	out := 0
+	for id, c := range s.checks {
+		if c.ejected && c.byRequests && !s.drainingLocked(id) {
+			out++
+		}
+	}
+	return out < max(1, n*s.cfg.MaxEjectionPercent/100)
+}
+
+// noAnswer reports a probe that got nothing back in time: a timeout, not
+// a refusal or an answer.
+func noAnswer(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // recovered records a passing probe: an ejected endpoint returns, once its
@@ -129,13 +227,24 @@ func (s *Set) recovered(id string) {
 	now := s.now()
 	s.mu.Lock()
 	c := s.checks[id]
-	if c == nil || !c.ejected || now.Before(c.until) {
-		if c != nil && !c.ejected {
+	if c == nil {
+		s.mu.Unlock()
+		return
+	}
+	wasSilent := c.silent(s.cfg.FailureThreshold)
+	c.mute = 0
+	if !c.ejected || now.Before(c.until) || s.drainingLocked(id) {
+		if !c.ejected {
 			c.pfails = 0 // a passing probe says nothing of the requests
+		}
+		if wasSilent {
+			s.rebuildLocked() // it answers again: tries there may wait
+			return
 		}
 		s.mu.Unlock()
 		return
 	}
+	clear(c.pending)
 	c.pfails, c.rfails, c.ejected, c.lastErr, c.inSince = 0, 0, false, "", now
 	s.log.Info("endpoint healthy again", "endpoint", id)
 	s.rebuildLocked()
@@ -164,6 +273,11 @@ func (s *Set) ProbeAll(ctx context.Context) {
 	}
 	for _, e := range s.Snapshot().Endpoints {
 		targets[e.ID] = e.URL
+	}
+	for id, a := range s.alive {
+		if _, ok := targets[id]; !ok && a.holds > 0 {
+			targets[id] = a.url // departed, still finishing tries
+		}
 	}
 	s.mu.Unlock()
 	var wg sync.WaitGroup
@@ -214,7 +328,7 @@ func (s *Set) Health() []EndpointHealth {
 	defer s.mu.Unlock()
 	out := make([]EndpointHealth, 0, len(s.checks))
 	for id, c := range s.checks {
-		out = append(out, EndpointHealth{ID: id, Ejected: c.ejected, Fails: max(c.pfails, c.rfails), Until: c.until,
+		out = append(out, EndpointHealth{ID: id, Ejected: c.ejected, Fails: max(c.pfails, c.requestFails()), Until: c.until,
 			Ejections: c.ejections, LastError: c.lastErr})
 	}
 	slicesSortHealth(out)

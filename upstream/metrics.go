@@ -9,6 +9,8 @@ import (
 // nothing.
 type Metrics struct {
 	ejects *prometheus.CounterVec
+	caps   *prometheus.CounterVec
+	panic  prometheus.Gauge
 }
 
 // NewMetrics registers the metrics on reg.
@@ -17,6 +19,28 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ejects: promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
 			Name: "prefixring_ejections_total", Help: "Endpoints taken out of the candidate set, by reason (probe, passive).",
 		}, []string{"endpoint", "reason"}),
+		caps: promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
+			Name: "prefixring_ejections_capped_total", Help: "Ejections for failed requests not made because the share of ejected endpoints was at its cap.",
+		}, []string{"endpoint"}),
+		panic: promauto.With(reg).NewGauge(prometheus.GaugeOpts{
+			Name: "prefixring_endpoints_panic", Help: "1 while too few endpoints are healthy and every one is routed (panic threshold).",
+		}),
+	}
+}
+
+func (m *Metrics) capped(endpoint string) {
+	if m != nil {
+		m.caps.WithLabelValues(endpoint).Inc()
+	}
+}
+
+func (m *Metrics) setPanic(on bool) {
+	if m != nil {
+		v := 0.0
+		if on {
+			v = 1
+		}
+		m.panic.Set(v)
 	}
 }
 
@@ -30,5 +54,6 @@ func (m *Metrics) ejected(endpoint, reason string) {
 func (m *Metrics) ForgetEndpoint(id string) {
 	if m != nil {
 		m.ejects.DeletePartialMatch(prometheus.Labels{"endpoint": id})
+		m.caps.DeletePartialMatch(prometheus.Labels{"endpoint": id})
 	}
 }

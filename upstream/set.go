@@ -30,7 +30,9 @@ type Snapshot struct {
 	// This replica's own observations, for the arbiter: what it discovered
 	// and what its checks hold out.
 	discovered, down []string
-	alive            map[string]context.Context
+	// Panic: too few endpoints are healthy, so every one is routed as
+	// healthy (see HealthConfig.PanicThreshold).
+	Panic bool
 }
 
 // Get returns endpoint id of the snapshot.
@@ -76,12 +78,18 @@ type Set struct {
 	arbiter Arbiter
 
 	mu      sync.Mutex
-	alive   map[string]aliveCtx // by ID: ends when the endpoint stops answering or leaves
+	alive   map[string]*aliveCtx // by ID: routed endpoints and departed ones that still hold tries
 	sources map[string][]Endpoint
 	local   []Endpoint        // union of the sources, by ID
 	checks  map[string]*check // by ID: local or routed endpoints only
 	verdict *verdict          // the arbiter's, nil before the first
 	gen     uint64
+	// panicking: the last snapshot routed every endpoint as healthy.
+	panicking bool
+	// faults are the requests (by fingerprint) that answered 5xx lately,
+	// for telling a request's fault from an endpoint's (see
+	// ObserveServerError).
+	faults faultLedger
 
 	snap       atomic.Pointer[Snapshot]
 	dispatched atomic.Uint64 // the newest generation the subscribers have seen
@@ -91,10 +99,13 @@ type Set struct {
 }
 
 // aliveCtx is a context that ends when its endpoint stops answering its
-// probes or leaves the routed set.
+// probes at all (hung or gone), or when it has left the routed set and
+// holds no try any more.
 type aliveCtx struct {
 	ctx    context.Context
 	cancel context.CancelFunc
+	url    *url.URL
+	holds  int // tries waiting on the endpoint now (see Set.Hold)
 }
 
 // gone is the context of an endpoint that is not alive.
@@ -141,7 +152,7 @@ func NewSet(cfg HealthConfig, o Options) (*Set, error) {
 	s := &Set{
 		cfg: cfg, log: o.Log, met: o.Metrics, now: o.Now, arbiter: o.Arbiter,
 		client:  &http.Client{Transport: o.Transport, Timeout: cfg.Timeout},
-		sources: map[string][]Endpoint{}, checks: map[string]*check{}, alive: map[string]aliveCtx{},
+		sources: map[string][]Endpoint{}, checks: map[string]*check{}, alive: map[string]*aliveCtx{},
 		wake: make(chan struct{}, 1), probe: make(chan struct{}, 1),
 	}
 	s.snap.Store(&Snapshot{byID: map[string]int{}})
@@ -242,11 +253,11 @@ func union(sources map[string][]Endpoint) []Endpoint {
 
 // rebuildLocked derives the routed endpoints and their health from the
 // sources, the checks and the verdict, prunes the checks of endpoints that
-// are neither discovered nor routed (so an endpoint that leaves and comes
-// back starts afresh), swaps in the snapshot, and wakes the dispatcher,
-// which tells the subscribers and the arbiter. It never calls out while
-// holding s.mu: the arbiter calls ApplyVerdict with its own lock held. It
-// unlocks s.mu.
+// are neither discovered, routed nor holding tries (so an endpoint that
+// leaves and comes back starts afresh), swaps in the snapshot, and wakes
+// the dispatcher, which tells the subscribers and the arbiter. It never
+// calls out while holding s.mu: the arbiter calls ApplyVerdict with its own
+// lock held. It unlocks s.mu.
 func (s *Set) rebuildLocked() {
 	local := map[string]Endpoint{}
 	for _, ep := range s.local {
@@ -270,30 +281,28 @@ func (s *Set) rebuildLocked() {
 			routed = append(routed, State{Endpoint: ep, Healthy: !s.verdict.down[id]})
 		}
 	}
-	keep := map[string]bool{}
+	observed := map[string]bool{}
 	for id := range local {
-		keep[id] = true
+		observed[id] = true
 	}
 	for _, e := range routed {
-		keep[e.ID] = true
+		observed[e.ID] = true
 	}
 	for id := range s.checks {
-		if !keep[id] {
+		if !observed[id] && !s.holdsLocked(id) {
 			delete(s.checks, id)
 		}
 	}
-	for id := range keep {
+	for id := range observed {
 		if s.checks[id] == nil {
 			s.checks[id] = &check{}
 		}
 	}
 	s.updateAliveLocked(routed)
+	panicking := s.panicLocked(routed)
 	s.gen++
 	snap := &Snapshot{Endpoints: routed, byID: make(map[string]int, len(routed)), Gen: s.gen,
-		discovered: s.localIDs(), down: s.downLocked(), alive: make(map[string]context.Context, len(s.alive))}
-	for id, a := range s.alive {
-		snap.alive[id] = a.ctx
-	}
+		discovered: s.localIDs(), down: s.downLocked(observed), Panic: panicking}
 	for i, e := range routed {
 		snap.byID[e.ID] = i
 	}
@@ -305,38 +314,114 @@ func (s *Set) rebuildLocked() {
 	}
 }
 
-// updateAliveLocked ends the alive context of every endpoint that left the
-// routed set or that its probes ejected (it answers nothing: hung or gone),
-// and starts one for every routed endpoint that lacks one.
-func (s *Set) updateAliveLocked(routed []State) {
-	ok := make(map[string]bool, len(routed))
+// panicLocked applies the panic threshold: when fewer than PanicThreshold
+// percent of the routed endpoints are healthy, every one is routed as
+// healthy (Envoy's panic mode), since spreading requests over the fleet,
+// the ejected included, serves more of them than answering 503 to all.
+// It marks routed in place and reports whether it panicked.
+func (s *Set) panicLocked(routed []State) bool {
+	healthy := 0
 	for _, e := range routed {
-		if c := s.checks[e.ID]; !c.out() || c.byRequests {
-			ok[e.ID] = true
+		if e.Healthy {
+			healthy++
+		}
+	}
+	panicking := len(routed) > 0 && healthy*100 < s.cfg.PanicThreshold*len(routed)
+	if panicking != s.panicking {
+		s.panicking = panicking
+		s.met.setPanic(panicking)
+		if panicking {
+			s.log.Warn("too few healthy endpoints: routing to all (panic threshold)", "healthy", healthy, "endpoints", len(routed),
+				"threshold_percent", s.cfg.PanicThreshold)
+		} else {
+			s.log.Info("enough healthy endpoints again: panic over", "healthy", healthy, "endpoints", len(routed))
+		}
+	}
+	if panicking {
+		for i := range routed {
+			routed[i].Healthy = true
+		}
+	}
+	return panicking
+}
+
+// updateAliveLocked keeps an alive context for every routed endpoint and
+// every departed one that still holds tries, and ends the others' and
+// those of endpoints whose probes get no answer at all (hung, or the host
+// gone). Leaving the set ends nothing: an endpoint that leaves discovery
+// takes no new requests and finishes those it has.
+func (s *Set) updateAliveLocked(routed []State) {
+	ok := make(map[string]*url.URL, len(routed))
+	for _, e := range routed {
+		ok[e.ID] = e.URL
+	}
+	for id, a := range s.alive {
+		if _, routed := ok[id]; !routed && a.holds > 0 {
+			ok[id] = a.url
 		}
 	}
 	for id, a := range s.alive {
-		if !ok[id] {
+		if _, keep := ok[id]; !keep || s.checks[id].silent(s.cfg.FailureThreshold) {
 			a.cancel()
 			delete(s.alive, id)
 		}
 	}
-	for id := range ok {
-		if _, has := s.alive[id]; !has {
+	for id, u := range ok {
+		if _, has := s.alive[id]; !has && !s.checks[id].silent(s.cfg.FailureThreshold) {
 			ctx, cancel := context.WithCancel(context.Background())
-			s.alive[id] = aliveCtx{ctx, cancel}
+			s.alive[id] = &aliveCtx{ctx: ctx, cancel: cancel, url: u}
 		}
 	}
 }
 
-// Alive returns a context that ends when endpoint id stops answering its
-// probes (hung or gone) or leaves the routed set; one that has already ended
-// if it is neither routed nor answering now.
-func (s *Set) Alive(id string) context.Context {
-	if ctx, ok := s.Snapshot().alive[id]; ok {
-		return ctx
+func (s *Set) holdsLocked(id string) bool {
+	a := s.alive[id]
+	return a != nil && a.holds > 0
+}
+
+// drainingLocked reports whether id has left the set (neither discovered
+// nor routed) while tries still wait on it.
+func (s *Set) drainingLocked(id string) bool {
+	if _, routed := s.snap.Load().byID[id]; routed {
+		return false
 	}
-	return gone
+	for _, ep := range s.local {
+		if ep.ID == id {
+			return false
+		}
+	}
+	return true
+}
+
+// Hold returns a context that ends when endpoint id stops answering its
+// probes at all (hung, or its host gone), and a release function to call
+// once the try no longer waits on it. While held, an endpoint that leaves
+// the set keeps being probed and its context lives: its in-flight work
+// finishes there. For an endpoint neither routed nor held, or one that
+// answers nothing, the context has already ended.
+func (s *Set) Hold(id string) (context.Context, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.alive[id]
+	if a == nil {
+		return gone, func() {}
+	}
+	a.holds++
+	var once sync.Once
+	return a.ctx, func() { once.Do(func() { s.release(id, a) }) }
+}
+
+// release ends a hold; the last hold of a departed endpoint forgets it.
+func (s *Set) release(id string, a *aliveCtx) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a.holds--
+	if a.holds > 0 || s.alive[id] != a || !s.drainingLocked(id) {
+		return
+	}
+	a.cancel()
+	delete(s.alive, id)
+	delete(s.checks, id)
 }
 
 func (s *Set) localIDs() []string {
@@ -347,11 +432,12 @@ func (s *Set) localIDs() []string {
 	return out
 }
 
-// downLocked lists the endpoints this replica's own checks hold out.
-func (s *Set) downLocked() []string {
+// downLocked lists the endpoints this replica's own checks hold out, of
+// those it discovered or routes (not departed ones still finishing tries).
+func (s *Set) downLocked(observed map[string]bool) []string {
 	var out []string
 	for id, c := range s.checks {
-		if c.out() {
+		if c.out() && observed[id] {
 			out = append(out, id)
 		}
 	}

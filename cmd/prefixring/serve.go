@@ -64,6 +64,8 @@ func serveFlags() []cli.Flag {
 		&cli.IntFlag{Name: "failure-threshold", Value: hd.FailureThreshold, EnvVars: env("failure-threshold"), Usage: "consecutive failed probes, or consecutive failed requests (connection errors, timeouts, 5xx), that eject an endpoint"},
 		&cli.DurationFlag{Name: "ejection-time", Value: hd.BaseEjection, EnvVars: env("ejection-time"), Usage: "an endpoint ejected for failed requests stays out at least this long, times the ejections in a row (as Envoy's outlier detection); one ejected by its probes returns at its first passing probe"},
 		&cli.DurationFlag{Name: "max-ejection-time", Value: hd.MaxEjection, EnvVars: env("max-ejection-time"), Usage: "cap of --ejection-time times the ejections in a row"},
+		&cli.IntFlag{Name: "max-ejection-percent", Value: hd.MaxEjectionPercent, EnvVars: env("max-ejection-percent"), Usage: "most endpoints, in percent, that failed requests may eject at once (at least one); 100: no cap"},
+		&cli.IntFlag{Name: "panic-threshold", Value: hd.PanicThreshold, EnvVars: env("panic-threshold"), Usage: "below this percent of healthy endpoints, route to all of them rather than answer 503; 0: off"},
 		&cli.DurationFlag{Name: "drain-delay", Value: 5 * time.Second, EnvVars: env("drain-delay"), Usage: "on SIGTERM, how long /readyz fails while the router still serves new requests, so load balancers (a Kubernetes Service) stop sending before it stops accepting"},
 		&cli.DurationFlag{Name: "drain-timeout", Value: 20 * time.Second, EnvVars: env("drain-timeout"), Usage: "after --drain-delay, how long in-flight requests and streams may finish (keep delay + timeout below Kubernetes' terminationGracePeriodSeconds, 30s by default)"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "debug, info, warn or error"},
@@ -137,6 +139,7 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 	hc.Interval, hc.Timeout = c.Duration("health-interval"), c.Duration("health-timeout")
 	hc.Path, hc.FailureThreshold = c.String("health-path"), c.Int("failure-threshold")
 	hc.BaseEjection, hc.MaxEjection = c.Duration("ejection-time"), c.Duration("max-ejection-time")
+	hc.MaxEjectionPercent, hc.PanicThreshold = c.Int("max-ejection-percent"), c.Int("panic-threshold")
 
 	cfg.Sources = router.Sources{
 		Static: c.StringSlice("endpoints"),

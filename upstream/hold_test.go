@@ -1,0 +1,53 @@
+package upstream
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+)
+
+// TestDepartedEndpointFinishesItsTries: an endpoint that leaves the set
+// while a try holds it keeps its alive context and is still probed; a
+// refused probe (its server stopped listening, as uvicorn does on SIGTERM
+// while it finishes what it has) ends nothing; probes that get no answer
+// at all (its host gone) end it; the last release forgets it.
+func TestDepartedEndpointFinishesItsTries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fn := newFakeNet()
+		s := newTestSet(t, fastHealth(), fn)
+		_ = s.SetSource("static", []string{"http://a:1", "http://b:1"})
+		alive, release := s.Hold("http://a:1")
+		_ = s.SetSource("static", []string{"http://b:1"})
+		if alive.Err() != nil {
+			t.Fatal("leaving the set ended a held endpoint's context")
+		}
+		fn.set("a:1", true)
+		for range 5 {
+			s.ProbeAll(context.Background())
+		}
+		if alive.Err() != nil {
+			t.Fatal("refused probes of a departed endpoint ended its context")
+		}
+		fn.set("a:1", false)
+		fn.setHang("a:1", true)
+		for range 3 {
+			s.ProbeAll(context.Background())
+		}
+		if alive.Err() == nil {
+			t.Fatal("a departed endpoint that answers nothing kept its context")
+		}
+		release()
+		other, release2 := s.Hold("http://b:1")
+		_ = s.SetSource("static", nil)
+		if other.Err() != nil {
+			t.Fatal("b's context ended while held")
+		}
+		release2()
+		if other.Err() == nil || len(s.Health()) != 0 {
+			t.Fatalf("the last release did not forget b: %v", s.Health())
+		}
+		if ctx, _ := s.Hold("http://b:1"); ctx.Err() == nil {
+			t.Fatal("a departed endpoint can be held")
+		}
+	})
+}
