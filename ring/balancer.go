@@ -51,9 +51,15 @@ func DefaultConfig() Config {
 }
 
 // Validate reports a configuration the balancer cannot use.
+// MaxLoadFactor is the largest c the bound takes. Any c at or above the
+// number of endpoints already never binds, so nothing is lost; above it
+// (inf, 1e18) c·total overflowed the bound's int64 and wrapped it down to
+// its floor, the opposite of what was asked.
+const MaxLoadFactor = 1000
+
 func (c Config) Validate() error {
-	if !(c.LoadFactor >= 1) {
-		return fmt.Errorf("ring: load factor %v must be >= 1", c.LoadFactor)
+	if !(c.LoadFactor >= 1 && c.LoadFactor <= MaxLoadFactor) {
+		return fmt.Errorf("ring: load factor %v must be between 1 and %v", c.LoadFactor, MaxLoadFactor)
 	}
 	if c.MinBound < 0 {
 		return fmt.Errorf("ring: min bound %d must be >= 0", c.MinBound)

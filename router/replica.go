@@ -46,6 +46,10 @@ type Options struct {
 	// Hostname names this replica's worker registrations when gossip is
 	// off; empty: os.Hostname.
 	Hostname string
+	// Reload receives the signals (SIGHUP) that ask the replica to re-read
+	// what it can: the endpoints file, at once. Without one, a signal is
+	// logged as ignored. nil: none.
+	Reload <-chan os.Signal
 }
 
 // Replica is one router replica. Build it with [New], run it with
@@ -255,12 +259,16 @@ func (r *Replica) startSources(bg context.Context, wg *sync.WaitGroup) error {
 		src := upstream.DNSSource{Name: s.DNS, Resolver: res}
 		wg.Go(func() { src.Watch(bg, s.DNSInterval, r.endpoints, r.log) })
 	}
+	reread := make(chan struct{}, 1)
 	if s.File != "" {
-		src := upstream.FileSource{Path: s.File}
+		src := upstream.FileSource{Path: s.File, Reread: reread}
 		if _, err := src.Load(); err != nil {
 			return fmt.Errorf("endpoints file: %w", err)
 		}
 		wg.Go(func() { src.Watch(bg, s.FileInterval, r.endpoints, r.log) })
+	}
+	if r.opts.Reload != nil {
+		wg.Go(func() { r.reload(bg, reread) })
 	}
 	wg.Go(func() { r.endpoints.Run(bg) })
 	wctx, cancel := context.WithTimeout(bg, 30*time.Second)
@@ -269,6 +277,29 @@ func (r *Replica) startSources(bg context.Context, wg *sync.WaitGroup) error {
 		return fmt.Errorf("endpoints not applied: %w", err)
 	}
 	return nil
+}
+
+// reload answers each reload signal until ctx ends: the endpoints file is
+// re-read at once; without one, the signal is logged as ignored (it no
+// longer kills the router, as SIGHUP's default action would, cutting
+// streams in flight).
+func (r *Replica) reload(ctx context.Context, reread chan<- struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sig := <-r.opts.Reload:
+			if r.cfg.Sources.File == "" {
+				r.log.Info("signal ignored: no endpoints file to re-read", "signal", sig)
+				continue
+			}
+			r.log.Info("signal: re-reading the endpoints file", "signal", sig, "path", r.cfg.Sources.File)
+			select {
+			case reread <- struct{}{}:
+			default: // a re-read is already due
+			}
+		}
+	}
 }
 
 // listener is ln, or a new one on addr.

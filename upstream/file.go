@@ -20,6 +20,9 @@ type FileSource struct {
 	Path string
 	// ReadFile reads the file; nil is os.ReadFile.
 	ReadFile func(string) ([]byte, error)
+	// Reread, when it receives, makes Watch read the file at once rather
+	// than at its next tick (SIGHUP); nil: ticks only.
+	Reread <-chan struct{}
 }
 
 // ParseEndpointsFile returns the entries of an endpoints file, checked with
@@ -94,6 +97,7 @@ func (f FileSource) Watch(ctx context.Context, interval time.Duration, set Sink,
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-f.Reread:
 		}
 	}
 }

@@ -2,11 +2,14 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -340,5 +343,45 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	exited, err := r.Exit(20 * time.Second)
 	if !exited || err != nil {
 		t.Fatalf("after the drain: exited %v, err %v", exited, err)
+	}
+}
+
+// TestSIGHUPKeepsServing: SIGHUP re-reads --endpoints-file at once (here
+// the file's interval is an hour) and neither kills the router nor cuts
+// an open stream. Before, SIGHUP's default action killed the process.
+func TestSIGHUPKeepsServing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	fleet := newFleet(t, 2)
+	urls := strings.Split(fleet.urls(), ",")
+	file := filepath.Join(t.TempDir(), "endpoints")
+	if err := os.WriteFile(file, []byte(urls[0]+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := startRouter(t, "--endpoints-file", file, "--endpoints-file-interval", "1h")
+	count := func() int {
+		resp, err := http.Get(r.Admin + "/debug/ring")
+		if err != nil {
+			t.Fatalf("after SIGHUP: %v", err)
+		}
+		defer resp.Body.Close()
+		var v struct{ Endpoints []json.RawMessage }
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		return len(v.Endpoints)
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("%d endpoints before the edit, want 1", n)
+	}
+	if err := os.WriteFile(file, []byte(strings.Join(urls, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); count() != 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the endpoints file was not re-read on SIGHUP")
+		}
 	}
 }

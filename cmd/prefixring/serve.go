@@ -173,7 +173,10 @@ func serve(c *cli.Context) error {
 	for _, w := range warnings {
 		log.Warn(w)
 	}
-	r, err := router.New(cfg, router.Options{Log: log})
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	r, err := router.New(cfg, router.Options{Log: log, Reload: hup})
 	if err != nil {
 		return err
 	}
