@@ -83,7 +83,7 @@ func TestGroupSpreadMovementAddNinth(t *testing.T) {
 		}
 	}
 	for j, s := range spreadShares {
-		t.Logf("share %.3f: spread %d -> %d, worst moved %.3f", s, groupSpread(s, 8).Spread, groupSpread(s, 9).Spread, worst[j])
+		t.Logf("share %.3f: spread %.2f -> %.2f, worst moved %.3f", s, groupSpread(s, 8).Spread, groupSpread(s, 9).Spread, worst[j])
 		if worst[j] > limit {
 			t.Errorf("share %.3f: adding a 9th endpoint moved %.3f of picks (worst of %d fleets), limit %.2f", s, worst[j], fleets, limit)
 		}
