@@ -2,7 +2,6 @@ package ring
 
 import (
 	"encoding/binary"
-	"math"
 	"slices"
 
 	"github.com/cespare/xxhash/v2"
@@ -11,25 +10,32 @@ import (
 // A grouped request (Request.Group with Spread > 0) is placed by two
 // rendezvous (highest random weight) hashes instead of the ring:
 //
-//   - The group ranks the usable endpoints by hash(group, endpoint). Its set
-//     is the first floor(Spread) of them at weight 1, and the next at
-//     weight Spread - floor(Spread): a fractional spread grows the set by
-//     degrees instead of a whole endpoint at a time.
-//   - The request's key ranks the set by weighted rendezvous: endpoint e of
-//     weight w scores w / -ln(u), u = hash(key, e) in (0, 1), so e takes a
-//     share w / Σw of the group's keys. The highest is the home, the rest of
-//     the set follows, then the rest of the group's ranking, so a group's
-//     overflow goes where its next requests will.
+//   - The group draws a number u(group, e) in (0, 1) for each usable
+//     endpoint e. Its set is the endpoints whose u is below p =
+//     Spread / n, n the healthy endpoints, or, when there is none, the one
+//     of least u. Each endpoint is in the set with probability p, so the
+//     set holds Spread endpoints on average, and whether e is in depends
+//     on e, the group and p alone, not on the other endpoints.
+//   - The request's key ranks the set by hash(key, e), highest first: that
+//     is its home. The rest of the set follows, then the other usable
+//     endpoints by u, so a group's overflow goes where its next requests
+//     will.
 //
-// Both rankings are consistent: an endpoint that joins takes only the keys
-// it now wins, and a spread that grows by δ hands the set's boundary
-// endpoint about δ/Spread of the group's keys, taken from the others. So
-// a 9th endpoint moves about 1/9 of a group's picks whatever its share
-// (before, rounding the set up to whole endpoints moved 1/(m+1) of a group's
-// picks wherever ceil(GroupSpread·n·share) crossed an integer m, and the
-// key's ring walk inside the set moved picks of groups the new endpoint
-// never joined). TestGroupSpreadMovementAddNinth and
-// TestGroupSpreadMovementShareDrift measure it.
+// Both choices are consistent. An endpoint that joins enters the sets of
+// a share p of the groups (p is GroupSpread·share, whatever n is) and
+// takes only the keys it now wins there; no other endpoint enters or
+// leaves a set, so a 9th endpoint moves about 1/9 of a group's picks at
+// every share. A share that grows lets in only the endpoints whose u it
+// passes. Before, the set was the first ceil(Spread) endpoints of the
+// group's ring walk: growing it moved 1/(m+1) of a group's picks
+// wherever ceil(GroupSpread·n·share) crossed an integer m, and even a set
+// of the same size moved the picks of groups the new endpoint never
+// joined, through the key's ring walk (TestGroupSpreadMovementAddNinth,
+// TestGroupSpreadMovementShareDrift). A rank-based set of exactly Spread
+// endpoints cannot do better than about (2 - Spread/n)/n: where the new
+// endpoint is not among a group's first, the set must still grow among
+// the old ones. The price is the set's size: Binomial(n, p) with the
+// floor of 1, not exactly Spread.
 
 // Domain tags keep the group's and the key's hashes of one endpoint apart.
 const (
@@ -54,12 +60,11 @@ func rendezvous(tag byte, v uint64, id string) uint64 {
 func unit(h uint64) float64 { return (float64(h>>11) + 0.5) / (1 << 53) }
 
 type ranked struct {
-	i     int
-	hash  uint64  // the group's rendezvous hash
-	score float64 // the key's weighted score
+	i    int
+	hash uint64
 }
 
-// byHash and byScore order highest first, ties by endpoint index, so every
+// byHash orders highest hash first, ties by endpoint index, so every
 // replica ranks alike.
 func byHash(a, b ranked) int {
 	switch {
@@ -71,45 +76,37 @@ func byHash(a, b ranked) int {
 	return a.i - b.i
 }
 
-func byScore(a, b ranked) int {
-	switch {
-	case a.score > b.score:
-		return -1
-	case a.score < b.score:
-		return 1
-	}
-	return byHash(a, b)
-}
-
 // groupedOrder appends to dst the candidate order of a grouped request:
-// the key's weighted ranking of the group's set, then the rest of the
-// group's ranking of the usable endpoints.
+// the key's ranking of the group's set, then the other usable endpoints in
+// the group's order.
 func (r *Ring) groupedOrder(req Request, s *State, dst []int) []int {
-	group := make([]ranked, 0, len(r.ids))
+	var buf [64]ranked // on the stack up to 64 endpoints
+	group := buf[:0]
 	for i, id := range r.ids {
 		if s.usable(r, i, req.Exclude) {
-			group = append(group, ranked{i: i, hash: rendezvous(tagGroup, req.Group, id)})
+			// Highest hash first is least u first: u = 1 - unit(hash).
+			group = append(group, ranked{i, rendezvous(tagGroup, req.Group, id)})
 		}
 	}
 	slices.SortFunc(group, byHash)
-	spread := min(req.Spread, float64(len(group)))
-	full := int(spread)
-	frac := spread - float64(full)
-	size := full
-	if frac > 0 {
+	p := req.Spread / float64(max(s.nHealthy, 1))
+	size := min(1, len(group))
+	for size < len(group) && 1-unit(group[size].hash) < p {
 		size++
 	}
-	set := group[:size:size]
-	for k := range set {
-		w := 1.0
-		if k == full {
-			w = frac
-		}
-		u := unit(rendezvous(tagKey, req.Key, r.ids[set[k].i]))
-		set[k].score = w / -math.Log(u)
+	for _, e := range group[:size] {
+		dst = append(dst, e.i)
 	}
-	slices.SortFunc(set, byScore)
-	for _, e := range group {
+	// Rank the set by the key's hashes, in place of the group's.
+	set := group[:size]
+	for k := range set {
+		set[k].hash = rendezvous(tagKey, req.Key, r.ids[set[k].i])
+	}
+	slices.SortFunc(set, byHash)
+	for k, e := range set {
+		dst[len(dst)-size+k] = e.i
+	}
+	for _, e := range group[size:] {
 		dst = append(dst, e.i)
 	}
 	return dst

@@ -61,7 +61,7 @@ func groupKeys(seed uint64, groups, perGroup int) ([]uint64, [][]uint64) {
 
 // spreadShares are group shares on both sides of the points where
 // ceil(8·n·s) crosses an integer for n = 8 or 9.
-var spreadShares = []float64{0.01, 0.015, 0.02, 0.03, 0.05, 0.08, 0.1, 0.11, 0.12, 0.15, 0.2, 0.3, 0.5}
+var spreadShares = []float64{0.01, 0.015, 0.03, 0.05, 0.1, 0.11, 0.12, 0.5}
 
 // TestGroupSpreadMovementAddNinth: adding a 9th endpoint to 8 moves near
 // 1/9 of grouped picks at every group share, as it moves 1/9 of bare homes
@@ -71,7 +71,7 @@ func TestGroupSpreadMovementAddNinth(t *testing.T) {
 		t.Skip("builds 60 rings")
 	}
 	const fleets, limit = 30, 0.14
-	groups, keys := groupKeys(11, 40, 200)
+	groups, keys := groupKeys(11, 1000, 2)
 	worst := make([]float64, len(spreadShares))
 	for set := range fleets {
 		rng := rand.New(rand.NewPCG(uint64(set), 0x9))
@@ -96,7 +96,7 @@ func TestGroupSpreadMovementAddNinth(t *testing.T) {
 // ideal is the 1 - 0.95/1.05 = 0.095 of its picks that the spread's growth
 // hands to the new room.
 func TestGroupSpreadMovementShareDrift(t *testing.T) {
-	groups, keys := groupKeys(13, 40, 200)
+	groups, keys := groupKeys(13, 500, 2)
 	const limit = 0.14
 	for set := range 10 {
 		rng := rand.New(rand.NewPCG(uint64(set), 0xd))
@@ -109,4 +109,87 @@ func TestGroupSpreadMovementShareDrift(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestGroupSpread: a group's requests go to the endpoints of its set
+// whatever their own keys, about Spread = GroupSpread·n·share of them (at
+// least one); a common group (share >= 1/GroupSpread) or one of unknown
+// share goes to all; a group's set only grows with its share; a request of
+// a group whose set is full spills to the group's next endpoint.
+func TestGroupSpread(t *testing.T) {
+	b := tokensBalancer(t, DefaultConfig(), fleet(8, 0)...)
+	where := func(b *Balancer, group uint64, share float64, keys int) map[string]int {
+		seen := map[string]int{}
+		for k := range uint64(keys) {
+			l, err := b.Acquire(Request{Key: k*0x9e3779b97f4a7c15 + 1, Keyed: true, Group: group, GroupShare: share, Tokens: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Release()
+			seen[l.Endpoint]++
+		}
+		return seen
+	}
+	// Set sizes are Binomial(8, 8·share), at least 1: means over 200
+	// groups, within 3.5 standard errors (0.1 at share 3/64).
+	for _, c := range []struct{ share, lo, hi float64 }{
+		{1.0 / 64, 1.1, 1.6},   // mean 1 + P(none) = 1.34
+		{3.0 / 64, 2.65, 3.35}, // mean 3.02
+		{6.0 / 64, 5.7, 6.3},   // mean 6
+	} {
+		sum := 0
+		for g := range uint64(200) {
+			at := where(b, g+1, c.share, 64)
+			sum += len(at)
+			if wider := where(b, g+1, c.share*1.5, 64); !subset(at, wider) {
+				t.Fatalf("group %d: set at share %v %v is not within its set at 1.5 times the share %v", g+1, c.share, at, wider)
+			}
+		}
+		if mean := float64(sum) / 200; mean < c.lo || mean > c.hi {
+			t.Errorf("share %v: groups went to %.2f endpoints on average, want %.1f..%.1f", c.share, mean, c.lo, c.hi)
+		}
+	}
+	for _, share := range []float64{0.125, 0.5, 0} {
+		if got := where(b, 7, share, 400); len(got) != 8 {
+			t.Errorf("a group of share %v went to %d endpoints, want all 8", share, len(got))
+		}
+	}
+	off := DefaultConfig()
+	off.GroupSpread = 0
+	if got := where(tokensBalancer(t, off, fleet(8, 0)...), 7, 1.0/64, 400); len(got) != 8 {
+		t.Errorf("GroupSpread 0 kept a group on %d endpoints", len(got))
+	}
+	// Fill the set of a rare group that has one endpoint: its next request
+	// spills to the same next endpoint whatever its key, the group's second.
+	group, only := uint64(0), ""
+	for g := uint64(1); only == "" && g < 100; g++ {
+		if at := where(b, g, 1.0/64, 64); len(at) == 1 {
+			for ep := range at {
+				group, only = g, ep
+			}
+		}
+	}
+	busy := b.AcquireOn(Request{Tokens: 100000}, only, DecisionFallback)
+	defer busy.Release()
+	spilled := map[string]int{}
+	for k := range uint64(50) {
+		l, _ := b.Acquire(Request{Key: k*0x9e3779b97f4a7c15 + 1, Keyed: true, Group: group, GroupShare: 1.0 / 64, Tokens: 100})
+		l.Release()
+		if l.Decision != DecisionSpill || l.Endpoint == only {
+			t.Fatalf("with its set full: %s %v", l.Endpoint, l.Decision)
+		}
+		spilled[l.Endpoint]++
+	}
+	if len(spilled) != 1 {
+		t.Fatalf("a full set's requests spilled to %v, want the group's next endpoint alone", spilled)
+	}
+}
+
+func subset(a, b map[string]int) bool {
+	for k := range a {
+		if b[k] == 0 {
+			return false
+		}
+	}
+	return true
 }
