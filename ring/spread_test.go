@@ -98,15 +98,20 @@ func TestGroupSpreadMovementAddNinth(t *testing.T) {
 func TestGroupSpreadMovementShareDrift(t *testing.T) {
 	groups, keys := groupKeys(13, 500, 2)
 	const limit = 0.14
+	worst := make([]float64, 9)
 	for set := range 10 {
 		rng := rand.New(rand.NewPCG(uint64(set), 0xd))
 		r := mustRing(t, randomFleet(rng, 8))
 		for m := 1; m <= 8; m++ {
 			edge := float64(m) / 64 // 8·8·edge = m
 			a, b := groupSpread(0.95*edge, 8), groupSpread(1.05*edge, 8)
-			if f := movedPicks(r, r, a, b, groups, keys); f > limit {
-				t.Errorf("fleet %d: share %.4f -> %.4f (spread %v -> %v) moved %.3f of picks, limit %.2f", set, 0.95*edge, 1.05*edge, a.Spread, b.Spread, f, limit)
-			}
+			worst[m] = max(worst[m], movedPicks(r, r, a, b, groups, keys))
+		}
+	}
+	for m := 1; m <= 8; m++ {
+		t.Logf("share %.4f -> %.4f: worst moved %.3f", 0.95*float64(m)/64, 1.05*float64(m)/64, worst[m])
+		if worst[m] > limit {
+			t.Errorf("share %.4f -> %.4f moved %.3f of picks (worst of 10 fleets), limit %.2f", 0.95*float64(m)/64, 1.05*float64(m)/64, worst[m], limit)
 		}
 	}
 }
