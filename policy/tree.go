@@ -44,9 +44,10 @@ type Radix struct {
 	idx *prefixIndex
 }
 
-// NewRadix returns the policy over eps.
+// NewRadix returns the policy over eps. Where eps counts requests (the
+// balancer does), loads are in-flight requests whatever its signal.
 func NewRadix(eps Endpoints, cfg RadixConfig) *Radix {
-	return &Radix{eps: eps, cfg: cfg, idx: newPrefixIndex(cfg.MaxBlocks)}
+	return &Radix{eps: byRequests(eps), cfg: cfg, idx: newPrefixIndex(cfg.MaxBlocks)}
 }
 
 // Acquire implements Picker.
@@ -136,9 +137,10 @@ type Score struct {
 	idx *prefixIndex
 }
 
-// NewScore returns the policy over eps.
+// NewScore returns the policy over eps. Where eps counts requests (the
+// balancer does), the queue is in-flight requests whatever its signal.
 func NewScore(eps Endpoints, cfg ScoreConfig) *Score {
-	return &Score{eps: eps, cfg: cfg, idx: newPrefixIndex(cfg.MaxBlocks)}
+	return &Score{eps: byRequests(eps), cfg: cfg, idx: newPrefixIndex(cfg.MaxBlocks)}
 }
 
 // Acquire implements Picker.

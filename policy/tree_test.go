@@ -126,3 +126,36 @@ func TestTreesArePerReplica(t *testing.T) {
 		t.Fatal("replica 2 found replica 1's prompt in its tree")
 	}
 }
+
+// Under the tokens signal (serve's default) the balancer's loads are
+// prompt tokens, but radix's thresholds (32 requests, 1.1) and score's
+// Beta (0.05 a request) are per request, as in eval, which runs them
+// under the requests signal: both read in-flight request counts, not
+// token loads. One 2000-token prompt in flight on the matching endpoint
+// is one request, not imbalance.
+func TestTreesCompareRequestsUnderTheTokensSignal(t *testing.T) {
+	for _, name := range []string{"radix", "score"} {
+		cfg := ring.DefaultConfig() // SignalTokens
+		b, err := ring.NewBalancer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.SetEndpoints(ids); err != nil {
+			t.Fatal(err)
+		}
+		p := picker(t, name, b)
+		pr := blocks(1, 0, 8)
+		first, err := p.Acquire(ring.Request{Blocks: pr, Tokens: 2000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// first stays in flight: 2000 tokens, 1 request on its endpoint.
+		held := hold(b, first.Endpoint, 2) // 2 more requests (1 token each)
+		if got := pick(t, p, ring.Request{Blocks: pr, Tokens: 2000}); got != first.Endpoint {
+			t.Errorf("%s: 3 requests (%d tokens) in flight on the matching endpoint %s: went to %s, want the match",
+				name, b.Inflight().Load(first.Endpoint), first.Endpoint, got)
+		}
+		release(held)
+		first.Release()
+	}
+}

@@ -34,7 +34,7 @@ type Config struct {
 	// GroupSpread, when above 0, keeps a shared prefix's requests on as few
 	// endpoints as hold its traffic to 1/GroupSpread of each one's fair
 	// share: a group key with share s of the requests (Request.GroupShare)
-	// goes to ceil(GroupSpread·n·s) of the n endpoints, its requests' own
+	// goes to about GroupSpread·n·s of the n endpoints, its requests' own
 	// keys choosing among them. A rare system prompt is then computed on
 	// one engine instead of every engine its requests reach, and a common
 	// one still spreads over all. Default 8 (docs/study.md, "The key").

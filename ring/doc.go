@@ -58,8 +58,11 @@
 //
 // With [Config.GroupSpread], a request whose shared part (Request.Group:
 // its system prompt, tools or shared preamble) has a known share s of the
-// traffic goes to the first ceil(GroupSpread·n·s) endpoints of the group's
-// walk, its own key choosing among them, and spills on along the group's
-// walk: a rare system prompt is computed on one engine instead of on every
-// engine its requests reach, and a common one still spreads over all.
+// traffic goes to a set of about GroupSpread·n·s endpoints (each is in with
+// probability GroupSpread·s, by a rendezvous hash of the group; at least
+// one), its own key choosing among them by rendezvous, and spills on along
+// the group's order: a rare system prompt is computed on one engine instead
+// of on every engine its requests reach, and a common one still spreads
+// over all. A 9th endpoint moves about 1/9 of grouped picks at every share,
+// as it moves 1/9 of homes (ring/spread.go).
 package ring

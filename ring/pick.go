@@ -77,10 +77,11 @@ type Request struct {
 	// unknown); with [Config.GroupSpread] the balancer derives Spread from
 	// it.
 	GroupShare float64
-	// Spread, when above 0 and below the number of endpoints, spreads the
-	// request's Group over that many endpoints, and its Key picks among
-	// them (see [Ring.Pick]); 0: the Key alone places the request.
-	Spread int
+	// Spread, when above 0, spreads the request's Group over that many
+	// endpoints, a fraction counting as an endpoint that takes that
+	// fraction of a full one's share, and its Key picks among them (see
+	// ring/spread.go); 0: the Key alone places the request on the ring.
+	Spread float64
 	// HomeWeight is Weight at the key's home (0: Weight), and HomeSlack
 	// widens the home's bound; the [Balancer] sets both.
 	HomeWeight, HomeSlack int64
@@ -199,7 +200,7 @@ func (r *Ring) Pick(req Request, s *State) (int, Decision, error) {
 		hw = w
 	}
 	hlimit := s.Limit(hw) + req.HomeSlack
-	if req.Group != 0 && req.Spread > 0 && req.Spread < len(r.ids) {
+	if req.Group != 0 && req.Spread > 0 {
 		return r.pickGrouped(req, s, w, limit, hw, hlimit)
 	}
 	// A bitset of visited endpoints; on the stack up to 1024 endpoints.
@@ -265,54 +266,6 @@ func (r *Ring) walk(key uint64, dst []int) []int {
 		}
 	}
 	return dst
-}
-
-// pickGrouped is Pick for a request whose shared part (Group) is spread
-// over Spread endpoints: the first Spread usable endpoints of the group's
-// walk form its set; the request's own key orders the set (its first is
-// the home), and the rest of the group's walk follows, so a group's
-// overflow goes where its next requests will, keeping its cache together.
-func (r *Ring) pickGrouped(req Request, s *State, w, limit, hw, hlimit int64) (int, Decision, error) {
-	var gbuf, kbuf [64]int
-	group := r.walk(req.Group, gbuf[:0])
-	in := make(map[int]bool, req.Spread)
-	var set []int
-	for _, i := range group {
-		if len(set) < req.Spread && s.usable(r, i, req.Exclude) {
-			set = append(set, i)
-			in[i] = true
-		}
-	}
-	order := make([]int, 0, len(group))
-	for _, i := range r.walk(req.Key, kbuf[:0]) {
-		if in[i] {
-			order = append(order, i)
-		}
-	}
-	for _, i := range group {
-		if !in[i] {
-			order = append(order, i)
-		}
-	}
-	for k, i := range order {
-		if !s.usable(r, i, req.Exclude) {
-			continue
-		}
-		if k == 0 {
-			if s.load(r.ids[i])+hw <= hlimit {
-				return i, DecisionHome, nil
-			}
-			continue
-		}
-		if s.load(r.ids[i])+w <= limit {
-			return i, DecisionSpill, nil
-		}
-	}
-	i := r.leastLoaded(req, s)
-	if i < 0 {
-		return -1, DecisionFallback, ErrNoEndpoints
-	}
-	return i, DecisionFallback, nil
 }
 
 // leastLoaded scans all usable endpoints from a key-derived start, so ties

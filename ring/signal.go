@@ -1,9 +1,6 @@
 package ring
 
-import (
-	"fmt"
-	"math"
-)
+import "fmt"
 
 // Signal is the unit of load: what one in-flight request adds to its
 // endpoint's load, which the bound reads and gossip shares.
@@ -87,7 +84,7 @@ func (c Config) spread(req *Request, n int) {
 	if req.Spread > 0 || c.GroupSpread <= 0 || req.Group == 0 || !(req.GroupShare > 0) || n <= 1 {
 		return
 	}
-	if m := int(math.Ceil(c.GroupSpread * float64(n) * req.GroupShare)); m < n {
-		req.Spread = max(m, 1)
-	}
+	// Not rounded: a fractional spread grows a group's set by degrees, so
+	// a ninth endpoint or a drifting share moves few keys (ring/spread.go).
+	req.Spread = min(c.GroupSpread*float64(n)*req.GroupShare, float64(n))
 }

@@ -27,11 +27,11 @@ type keyDesign struct {
 
 var keyDesigns = map[string]keyDesign{
 	"shared-skip": {cfg: prefix.DefaultConfig(), sketch: true, spread: ring.DefaultConfig().GroupSpread,
-		doc: "prefixring's key: skip the deepest prefix the gossiped sketch marks as shared, then read one 256-character chunk (completions) or the first user message (chat); a shared part (system prompt, tools, shared preamble) with share s of the requests goes to ceil(8·n·s) of the n engines, the request's key choosing among them"},
+		doc: "prefixring's key: skip the deepest prefix the gossiped sketch marks as shared, then read one 256-character chunk (completions) or the first user message (chat); a shared part (system prompt, tools, shared preamble) with share s of the requests goes to about 8·n·s of the n engines, the request's key choosing among them"},
 	"shared-skip-flat": {cfg: prefix.DefaultConfig(), sketch: true,
 		doc: "shared-skip without the group spread: the request's key alone, over all engines"},
 	"two-level-2": {cfg: prefix.DefaultConfig(), sketch: true, spread: 2,
-		doc: "shared-skip with a tight group spread, ceil(2·n·s) engines per shared part: the two-level key the study issue proposes (the shared part chooses a small set of engines, sized by its traffic; the conversation chooses within it)"},
+		doc: "shared-skip with a tight group spread, about 2·n·s engines per shared part: the two-level key the study issue proposes (the shared part chooses a small set of engines, sized by its traffic; the conversation chooses within it)"},
 	"first-4096": {cfg: prefix.Config{MaxChars: 4096, PromptChars: 4096, SharedChars: 0},
 		doc: "the key before the study: the first 4096 characters of the prompt (completions) or of the first user message (chat), no sketch"},
 	"first-256": {cfg: prefix.Config{MaxChars: 4096, PromptChars: 256, SharedChars: 0},

@@ -1,0 +1,136 @@
+package ring
+
+import (
+	"encoding/binary"
+	"slices"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// A grouped request (Request.Group with Spread > 0) is placed by two
+// rendezvous (highest random weight) hashes instead of the ring:
+//
+//   - The group draws a number u(group, e) in (0, 1) for each usable
+//     endpoint e. Its set is the endpoints whose u is below p =
+//     Spread / n, n the healthy endpoints, or, when there is none, the one
+//     of least u. Each endpoint is in the set with probability p, so the
+//     set holds Spread endpoints on average, and whether e is in depends
+//     on e, the group and p alone, not on the other endpoints.
+//   - The request's key ranks the set by hash(key, e), highest first: that
+//     is its home. The rest of the set follows, then the other usable
+//     endpoints by u, so a group's overflow goes where its next requests
+//     will.
+//
+// Both choices are consistent. An endpoint that joins enters the sets of
+// a share p of the groups (p is GroupSpread·share, whatever n is) and
+// takes only the keys it now wins there; no other endpoint enters or
+// leaves a set, so a 9th endpoint moves about 1/9 of a group's picks at
+// every share. A share that grows lets in only the endpoints whose u it
+// passes. Before, the set was the first ceil(Spread) endpoints of the
+// group's ring walk: growing it moved 1/(m+1) of a group's picks
+// wherever ceil(GroupSpread·n·share) crossed an integer m, and even a set
+// of the same size moved the picks of groups the new endpoint never
+// joined, through the key's ring walk (TestGroupSpreadMovementAddNinth,
+// TestGroupSpreadMovementShareDrift). A rank-based set of exactly Spread
+// endpoints cannot do better than about (2 - Spread/n)/n: where the new
+// endpoint is not among a group's first, the set must still grow among
+// the old ones. The price is the set's size: Binomial(n, p) with the
+// floor of 1, not exactly Spread.
+
+// Domain tags keep the group's and the key's hashes of one endpoint apart.
+const (
+	tagGroup = 'g'
+	tagKey   = 'k'
+)
+
+// rendezvous is the hash of (tag, v, id), with a separator between the
+// fixed-width value and the endpoint ID.
+func rendezvous(tag byte, v uint64, id string) uint64 {
+	var b [10]byte
+	b[0] = tag
+	binary.LittleEndian.PutUint64(b[1:9], v)
+	var d xxhash.Digest
+	d.Reset()
+	_, _ = d.Write(b[:])
+	_, _ = d.WriteString(id)
+	return d.Sum64()
+}
+
+// unit maps a hash to (0, 1), never 0 or 1.
+func unit(h uint64) float64 { return (float64(h>>11) + 0.5) / (1 << 53) }
+
+type ranked struct {
+	i    int
+	hash uint64
+}
+
+// byHash orders highest hash first, ties by endpoint index, so every
+// replica ranks alike.
+func byHash(a, b ranked) int {
+	switch {
+	case a.hash > b.hash:
+		return -1
+	case a.hash < b.hash:
+		return 1
+	}
+	return a.i - b.i
+}
+
+// groupedOrder appends to dst the candidate order of a grouped request:
+// the key's ranking of the group's set, then the other usable endpoints in
+// the group's order.
+func (r *Ring) groupedOrder(req Request, s *State, dst []int) []int {
+	var buf [64]ranked // on the stack up to 64 endpoints
+	group := buf[:0]
+	for i, id := range r.ids {
+		if s.usable(r, i, req.Exclude) {
+			// Highest hash first is least u first: u = 1 - unit(hash).
+			group = append(group, ranked{i, rendezvous(tagGroup, req.Group, id)})
+		}
+	}
+	slices.SortFunc(group, byHash)
+	p := req.Spread / float64(max(s.nHealthy, 1))
+	size := min(1, len(group))
+	for size < len(group) && 1-unit(group[size].hash) < p {
+		size++
+	}
+	for _, e := range group[:size] {
+		dst = append(dst, e.i)
+	}
+	// Rank the set by the key's hashes, in place of the group's.
+	set := group[:size]
+	for k := range set {
+		set[k].hash = rendezvous(tagKey, req.Key, r.ids[set[k].i])
+	}
+	slices.SortFunc(set, byHash)
+	for k, e := range set {
+		dst[len(dst)-size+k] = e.i
+	}
+	for _, e := range group[size:] {
+		dst = append(dst, e.i)
+	}
+	return dst
+}
+
+// pickGrouped is Pick for a request whose Group is spread over Spread
+// endpoints: the first of groupedOrder within the bound (the first at the
+// home's bound), else the least loaded.
+func (r *Ring) pickGrouped(req Request, s *State, w, limit, hw, hlimit int64) (int, Decision, error) {
+	var buf [64]int
+	for k, i := range r.groupedOrder(req, s, buf[:0]) {
+		if k == 0 {
+			if s.load(r.ids[i])+hw <= hlimit {
+				return i, DecisionHome, nil
+			}
+			continue
+		}
+		if s.load(r.ids[i])+w <= limit {
+			return i, DecisionSpill, nil
+		}
+	}
+	i := r.leastLoaded(req, s)
+	if i < 0 {
+		return -1, DecisionFallback, ErrNoEndpoints
+	}
+	return i, DecisionFallback, nil
+}
