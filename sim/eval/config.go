@@ -218,8 +218,8 @@ func (g Grid) Validate() error {
 		}
 	}
 	for _, w := range g.Workloads {
-		if !slices.Contains(WorkloadNames, w) && !isTrace(w) {
-			return fmt.Errorf("eval: unknown workload %q (known: %s, trace:PATH)", w, strings.Join(WorkloadNames, ", "))
+		if !knownWorkload(w) && !isTrace(w) {
+			return fmt.Errorf("eval: unknown workload %q (known: %s, %s, trace:PATH)", w, strings.Join(WorkloadNames, ", "), strings.Join(ClosedLoopNames, ", "))
 		}
 	}
 	for _, k := range g.Keys {

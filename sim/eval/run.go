@@ -288,7 +288,7 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 			return key.request(c, at)
 		}
 	}
-	fc := fleet.Config{Engines: pt.endpoints, Engine: ec, Picker: picker}
+	fc := fleet.Config{Engines: pt.endpoints, Engine: ec, Picker: picker, Concurrency: Concurrency(pt.workload)}
 	if rp != nil {
 		fc.Advance = rp.AdvanceTo
 	}
