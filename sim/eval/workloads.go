@@ -39,12 +39,12 @@ const Duration = 60 * time.Second
 // builtin is a built-in workload: the workload package's shape, and its
 // session start rate at rate scale 1.
 type builtin struct {
-	rate     float64 // sessions per second at rate ×1
-	turns    int     // requests per session
+	rate  float64 // sessions per second at rate ×1
+	turns int     // requests per session
 	// sessions, when above 0, fixes the number of sessions whatever the
 	// rate; concurrency runs them closed loop, that many at a time.
 	count, concurrency int
-	sessions func(n int, rate float64, seed uint64) ([]workload.Session, error)
+	sessions           func(n int, rate float64, seed uint64) ([]workload.Session, error)
 }
 
 // builtins are sized so that rate ×1 is a light load on 8 simulated H100
