@@ -61,13 +61,63 @@ type replica struct {
 	live  gossip.Liveness
 	ver   uint64
 	next  time.Duration // its next publication
+	kv    *kvView       // K: its own, live, plus the others' as last delivered
+}
+
+// kvView is a replica's view of K (ring.Inflight.KV) across the cluster,
+// read as its gossip view reads P: each other replica's counts as of its
+// last publication that reached this one, plus its own: as it last
+// published them (ViewShared), live (ViewExact), or the larger of the two
+// per endpoint (ViewOverlay). The gossip package carries P only; this is
+// what it will carry for K (gossip/DESIGN.md's K).
+type kvView struct {
+	mode   gossip.ViewMode
+	ids    []string
+	live   ring.Loads
+	pub    map[string]int64         // its own last publication
+	remote map[int]map[string]int64 // the others', by replica
+	sum    map[string]int64         // the others' summed
+	total  int64
+}
+
+func (v *kvView) set(from int, counts map[string]int64) {
+	v.remote[from] = counts
+	clear(v.sum)
+	v.total = 0
+	for _, m := range v.remote {
+		for id, n := range m {
+			v.sum[id] += n
+			v.total += n
+		}
+	}
+}
+
+func (v *kvView) own(id string) int64 {
+	switch v.mode {
+	case gossip.ViewShared:
+		return v.pub[id]
+	case gossip.ViewExact:
+		return v.live.Load(id)
+	}
+	return max(v.pub[id], v.live.Load(id))
+}
+
+func (v *kvView) Load(id string) int64 { return v.own(id) + v.sum[id] }
+
+func (v *kvView) Total() int64 {
+	t := v.total
+	for _, id := range v.ids {
+		t += v.own(id)
+	}
+	return t
 }
 
 // delivery is one publication in flight to one replica.
 type delivery struct {
-	at    time.Duration
-	to    int
-	entry gossip.Entry
+	at       time.Duration
+	to, from int
+	entry    gossip.Entry
+	kv       map[string]int64 // the sender's K counts
 }
 
 // Picker implements policy.Picker over R replicas.
@@ -128,6 +178,9 @@ func New(cfg Config) (*Picker, error) {
 		if cfg.Gossip {
 			r.loads = gossip.NewClusterLoads(b.Inflight(), cfg.View)
 			b.SetLoads(r.loads)
+			r.kv = &kvView{mode: cfg.View, ids: cfg.Endpoints, live: b.Inflight().KV(), pub: map[string]int64{},
+				remote: map[int]map[string]int64{}, sum: map[string]int64{}}
+			b.SetKVLoads(r.kv)
 		}
 		p.reps = append(p.reps, r)
 	}
@@ -301,11 +354,13 @@ func (p *Picker) publish(j int) {
 	r.state.Merge(e)
 	r.loads.SetOwn(e)
 	r.loads.SetRemote(gossip.SumRemote(r.state.Entries(), r.live, epoch.Add(at)))
+	kv := r.bal.Inflight().KVCounts()
+	r.kv.pub = kv
 	for k := range p.reps {
 		if k == j {
 			continue
 		}
-		d := delivery{at: at + p.cfg.Latency, to: k, entry: e}
+		d := delivery{at: at + p.cfg.Latency, to: k, from: j, entry: e, kv: kv}
 		if p.cfg.Latency == 0 {
 			p.deliver(d)
 			continue
@@ -318,6 +373,7 @@ func (p *Picker) publish(j int) {
 // new sum of the others' counts, as gossip.Node.receive does.
 func (p *Picker) deliver(d delivery) {
 	r := p.reps[d.to]
+	r.kv.set(d.from, d.kv)
 	if len(r.state.Merge(d.entry)) == 0 {
 		return
 	}
