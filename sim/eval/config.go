@@ -58,6 +58,10 @@ type Config struct {
 	Requests int
 	// KVBlocks per engine (0: the profile's capacity).
 	KVBlocks int
+	// KVCapacityUnknown hides the engines' KV capacity from the routers,
+	// so K is bounded by c·average (ring.Endpoint.KVCapacity); by default
+	// they know it, as a router that reads vllm:cache_config_info does.
+	KVCapacityUnknown bool
 	// Workers runs that many simulations at once (0: GOMAXPROCS).
 	Workers int
 	// Progress, when set, is called after each run with done and total.

@@ -19,14 +19,15 @@ func DemoGrid(policies []string) Grid {
 // DemoKVBlocks is the demo engines' KV cache, in 16-token blocks.
 const DemoKVBlocks = 1000
 
-// DemoSeeds runs grid once per seed with kvBlocks per engine and returns a
+// DemoSeeds runs grid once per seed with kvBlocks per engine (kvUnknown:
+// the routers do not know it) and returns a
 // markdown table: per seed and policy, TTFT mean, p50 and p99, the hit
 // rate and spill rate, and the TTFTs' ratios to the first policy's.
-func DemoSeeds(grid Grid, seeds []uint64, kvBlocks int) (string, error) {
+func DemoSeeds(grid Grid, seeds []uint64, kvBlocks int, kvUnknown bool) (string, error) {
 	var b strings.Builder
 	b.WriteString("| seed | policy | mean ms | p50 ms | p99 ms | hit | spill | mean × | p50 × | p99 × |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, seed := range seeds {
-		res, err := Run(Config{Grids: []Grid{grid}, Seed: seed, KVBlocks: kvBlocks})
+		res, err := Run(Config{Grids: []Grid{grid}, Seed: seed, KVBlocks: kvBlocks, KVCapacityUnknown: kvUnknown})
 		if err != nil {
 			return "", err
 		}

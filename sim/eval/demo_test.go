@@ -10,7 +10,8 @@ import (
 // TestDemoShape measures `make demo`'s shape in virtual time, seed by
 // seed, when PREFIXRING_DEMO_SEEDS lists seeds (e.g. 1,2,3); the policies
 // are PREFIXRING_DEMO_POLICIES (default round-robin,chwbl; ratios are to
-// the first). It prints the table and checks only that every request ran:
+// the first; PREFIXRING_DEMO_KV_UNKNOWN=1 hides the engines' KV capacity
+// from the routers). It prints the table and checks only that every request ran:
 //
 //	PREFIXRING_DEMO_SEEDS=1,2,3 go test ./sim/eval -run TestDemoShape -v
 func TestDemoShape(t *testing.T) {
@@ -30,7 +31,7 @@ func TestDemoShape(t *testing.T) {
 	if p := os.Getenv("PREFIXRING_DEMO_POLICIES"); p != "" {
 		pols = strings.Split(p, ",")
 	}
-	table, err := DemoSeeds(DemoGrid(pols), seeds, DemoKVBlocks)
+	table, err := DemoSeeds(DemoGrid(pols), seeds, DemoKVBlocks, os.Getenv("PREFIXRING_DEMO_KV_UNKNOWN") != "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,9 @@ import (
 
 // Config describes the replicas.
 type Config struct {
+	// KVCapacity is every endpoint's KV capacity in tokens as the
+	// replicas know it (vllm:cache_config_info); 0: unknown.
+	KVCapacity int64
 	Replicas  int
 	Endpoints []string
 	Ring      ring.Config
@@ -168,7 +171,11 @@ func New(cfg Config) (*Picker, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := b.SetEndpoints(cfg.Endpoints); err != nil {
+		eps := make([]ring.Endpoint, len(cfg.Endpoints))
+		for i, id := range cfg.Endpoints {
+			eps[i] = ring.Endpoint{ID: id, Healthy: true, KVCapacity: cfg.KVCapacity}
+		}
+		if err := b.Update(eps); err != nil {
 			return nil, err
 		}
 		name := fmt.Sprintf("replica-%d", i)
