@@ -2,6 +2,7 @@ package ring
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -144,4 +145,62 @@ func TestSetKVLoads(t *testing.T) {
 	if l, _ := b.Acquire(req); l.Endpoint == home {
 		t.Fatalf("home holds 50000 KV tokens of 50000 cluster-wide: still took the request")
 	}
+}
+
+// TestHomeSlackIsBounded: over one view of the loads (sequential picks),
+// an endpoint that takes a request by affinity (home or spill) ends at
+// most at P's limit for the request's weight plus, at the home only, the
+// request's cached tokens (its slack: Tokens - NewTokens, never more than
+// Tokens), and K at most at max(ceil(c·(K total + w)/n), 2w) for its K
+// weight w, or w alone on an endpoint that held nothing. A fallback (no
+// candidate within both bounds) goes to the least P-loaded endpoint and is
+// bounded by neither; it is counted, not checked.
+func TestHomeSlackIsBounded(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	cfg := DefaultConfig()
+	cfg.MinBound = 0
+	ids := fleet(6, 0)
+	b := tokensBalancer(t, cfg, ids...)
+	f, kv := b.Inflight(), b.Inflight().KV()
+	kb := Bound{LoadFactor: cfg.LoadFactor, Own: 1}
+	var held []Lease
+	fallbacks := 0
+	for range 5000 {
+		if len(held) > 0 && rng.IntN(2) == 0 {
+			k := rng.IntN(len(held))
+			if rng.IntN(2) == 0 {
+				held[k].Settle()
+			} else {
+				held[k].Release()
+				held = append(held[:k], held[k+1:]...)
+			}
+			continue
+		}
+		tokens := int64(100 + rng.IntN(4000))
+		req := Request{Key: uint64(rng.IntN(20)), Keyed: true, Tokens: tokens, NewTokens: 1 + rng.Int64N(tokens)}
+		pTotal, kTotal := f.Total(), kv.Total()
+		l, err := b.Acquire(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+		if l.Decision == DecisionFallback {
+			fallbacks++
+			continue
+		}
+		pLimit := cfg.bound().Limit(pTotal, tokens, len(ids))
+		if l.Decision == DecisionHome {
+			pLimit = cfg.bound().Limit(pTotal, req.NewTokens, len(ids)) + tokens - req.NewTokens
+		}
+		if p := f.Load(l.Endpoint); p > pLimit {
+			t.Fatalf("%v: P %d on %s, limit %d", l.Decision, p, l.Endpoint, pLimit)
+		}
+		if k, lim := kv.Load(l.Endpoint), kb.Limit(kTotal, tokens, len(ids)); k > lim && k != tokens {
+			t.Fatalf("%v: K %d on %s, limit %d", l.Decision, k, l.Endpoint, lim)
+		}
+	}
+	if fallbacks == 5000 {
+		t.Fatal("every pick fell back")
+	}
+	t.Logf("%d fallbacks", fallbacks)
 }
