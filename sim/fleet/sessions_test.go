@@ -23,7 +23,14 @@ func TestRunSessionsIsClosedLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.SetEndpoints(EndpointIDs(3)); err != nil {
+	// The router knows the engines' KV capacity (vllm:cache_config_info),
+	// which six conversations do not fill: K never moves one.
+	ec := engine.DefaultConfig()
+	var eps []ring.Endpoint
+	for _, id := range EndpointIDs(3) {
+		eps = append(eps, ring.Endpoint{ID: id, Healthy: true, KVCapacity: int64(ec.Blocks() * ec.BlockSize)})
+	}
+	if err := b.Update(eps); err != nil {
 		t.Fatal(err)
 	}
 	// Key each session on its id: a conversation stays on one engine.
