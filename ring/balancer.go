@@ -33,6 +33,11 @@ type Config struct {
 	// bound, c·average, with an idle endpoint taking any prompt (see the
 	// package's K).
 	KVMinBound int64
+	// KVAverage bounds K by c·average on endpoints of unknown KV capacity;
+	// without it only a known capacity bounds K. Default false until the
+	// gossip carries K (gossip/DESIGN.md): replicas that bound K by their
+	// own counts alone disagree on placements.
+	KVAverage bool
 	// GroupSpread, when above 0, keeps a shared prefix's requests on as few
 	// endpoints as hold its traffic to 1/GroupSpread of each one's fair
 	// share: a group key with share s of the requests (Request.GroupShare)
@@ -219,7 +224,7 @@ func (b *Balancer) swap(s snapshot) {
 // newState is the state of a pick over s reading loads (P) and kv (K).
 func (b *Balancer) newState(s *snapshot, loads, kv Loads) *State {
 	st := NewState(s.ring, s.healthy, loads, b.cfg.bound())
-	st.kv = kvState{loads: kv, cap: s.capacity, groups: b.inflight,
+	st.kv = kvState{loads: kv, cap: s.capacity, groups: b.inflight, average: b.cfg.KVAverage,
 		bound: Bound{LoadFactor: b.cfg.LoadFactor, Min: b.cfg.KVMinBound, Own: 1}}
 	return st
 }

@@ -7,7 +7,8 @@ package ring
 // the group is in flight there, since the engine holds it once. A home, or
 // a candidate on the walk, takes a request only if both P's bound and K's
 // hold; K's bound is the engine's KV capacity where known
-// ([Endpoint.KVCapacity]), else c·average as for P (see [Config.KVMinBound]).
+// ([Endpoint.KVCapacity]), else, with [Config.KVAverage], c·average as for
+// P (see [Config.KVMinBound]).
 
 // GroupHolder reports whether a replica holds a request of group in
 // flight on endpoint id, so that a group's shared prefix is weighed once
@@ -22,6 +23,8 @@ type kvState struct {
 	cap    []int64     // KV capacity in tokens by ring index (nil or 0: unknown)
 	groups GroupHolder // nil: no group is held anywhere
 	bound  Bound       // c·average, for endpoints of unknown capacity
+	// average applies bound; else an unknown capacity bounds nothing
+	average bool
 }
 
 // fits reports whether endpoint i may hold a request of K weights pw of
@@ -29,7 +32,7 @@ type kvState struct {
 // has to go somewhere); one of known capacity while K stays within it;
 // others while K stays within max(ceil(c·(total+w)/n), Min, 2w).
 func (k *kvState) fits(r *Ring, i, n int, pw *weights, group uint64) bool {
-	if k.loads == nil {
+	if k.loads == nil || (!k.average && len(k.cap) == 0) {
 		return true
 	}
 	id := r.ids[i]
@@ -45,7 +48,7 @@ func (k *kvState) fits(r *Ring, i, n int, pw *weights, group uint64) bool {
 	if i < len(k.cap) && k.cap[i] > 0 {
 		return held+w <= k.cap[i]
 	}
-	return held+w <= k.bound.Limit(k.loads.Total(), w, n)
+	return !k.average || held+w <= k.bound.Limit(k.loads.Total(), w, n)
 }
 
 // KV returns the view of this replica's K counters: [Loads] in prompt

@@ -33,7 +33,7 @@ func TestKVBoundSpreadsSlowRequests(t *testing.T) {
 	limit := int(math.Ceil(1.25*16/4)) + 1
 	for _, sig := range Signals {
 		cfg := DefaultConfig()
-		cfg.Signal = sig
+		cfg.Signal, cfg.KVAverage = sig, true
 		if sig == SignalRequests {
 			cfg.MinBound = DefaultMinRequests
 		}
@@ -101,7 +101,7 @@ func TestKVCapacityBoundsTheHome(t *testing.T) {
 		{100_000, true}, // the engine holds it
 		{3500, false},   // it does not
 	} {
-		b, err := NewBalancer(DefaultConfig())
+		b, err := NewBalancer(kvAverage())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +129,7 @@ func TestKVCapacityBoundsTheHome(t *testing.T) {
 // TestSetKVLoads: the K bound reads the view it is given (gossip's
 // cluster-wide one), not only this replica's counters.
 func TestSetKVLoads(t *testing.T) {
-	b, err := NewBalancer(DefaultConfig())
+	b, err := NewBalancer(kvAverage())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestSetKVLoads(t *testing.T) {
 // bounded by neither; it is counted, not checked.
 func TestHomeSlackIsBounded(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	cfg := DefaultConfig()
+	cfg := kvAverage()
 	cfg.MinBound = 0
 	ids := fleet(6, 0)
 	b := tokensBalancer(t, cfg, ids...)
@@ -203,4 +203,12 @@ func TestHomeSlackIsBounded(t *testing.T) {
 		t.Fatal("every pick fell back")
 	}
 	t.Logf("%d fallbacks", fallbacks)
+}
+
+// kvAverage is the default with K bounded by c·average where the capacity
+// is unknown.
+func kvAverage() Config {
+	c := DefaultConfig()
+	c.KVAverage = true
+	return c
 }

@@ -75,7 +75,7 @@ func TestSettleRacingReleaseLeavesNothing(t *testing.T) {
 // endpoint ever holds more than the limit computed at its pick, and the
 // floor lets an idle cluster keep a big prompt home.
 func TestHotKeySpillsByTokens(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := kvAverage()
 	cfg.MinBound = 8192
 	b := tokensBalancer(t, cfg, fleet(4, 0)...)
 	first, err := b.Acquire(Request{Key: 77, Keyed: true, Tokens: 20000})
