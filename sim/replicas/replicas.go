@@ -34,9 +34,9 @@ type Config struct {
 	// KVCapacity is every endpoint's KV capacity in tokens as the
 	// replicas know it (vllm:cache_config_info); 0: unknown.
 	KVCapacity int64
-	Replicas  int
-	Endpoints []string
-	Ring      ring.Config
+	Replicas   int
+	Endpoints  []string
+	Ring       ring.Config
 	// Gossip on: replicas see each other's published counts.
 	Gossip bool
 	// Interval between two publications of one replica.
