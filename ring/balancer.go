@@ -28,9 +28,16 @@ type Config struct {
 	// Signal is the unit of load; every replica of a cluster must use the
 	// same. Default [SignalTokens] (docs/study.md, "The load signal").
 	Signal Signal
-	// DecodeWeight is what a request weighs under [SignalTokens] once its
-	// prefill is over, in tokens. Default 0.
-	DecodeWeight int64
+	// KVMinBound lets every endpoint of unknown KV capacity hold that many
+	// KV tokens (K) whatever the total; 0 (the default) is the textbook
+	// bound, c·average, with an idle endpoint taking any prompt (see the
+	// package's K).
+	KVMinBound int64
+	// KVAverage bounds K by c·average on endpoints of unknown KV capacity;
+	// without it only a known capacity bounds K. Default false until the
+	// gossip carries K (gossip/DESIGN.md): replicas that bound K by their
+	// own counts alone disagree on placements.
+	KVAverage bool
 	// GroupSpread, when above 0, keeps a shared prefix's requests on as few
 	// endpoints as hold its traffic to 1/GroupSpread of each one's fair
 	// share: a group key with share s of the requests (Request.GroupShare)
@@ -67,8 +74,8 @@ func (c Config) Validate() error {
 	if _, err := ParseSignal(string(c.Signal)); err != nil {
 		return err
 	}
-	if c.DecodeWeight < 0 {
-		return fmt.Errorf("ring: decode weight %d must be >= 0", c.DecodeWeight)
+	if c.KVMinBound < 0 {
+		return fmt.Errorf("ring: KV min bound %d must be >= 0", c.KVMinBound)
 	}
 	if !(c.GroupSpread >= 0) || math.IsInf(c.GroupSpread, 0) {
 		return fmt.Errorf("ring: group spread %v must be >= 0", c.GroupSpread)
@@ -93,17 +100,23 @@ type Balancer struct {
 }
 
 type snapshot struct {
-	ring    *Ring // nil until the first endpoint set
-	state   *State
-	healthy []bool // by ring index
-	loads   Loads
+	ring     *Ring // nil until the first endpoint set
+	state    *State
+	healthy  []bool  // by ring index
+	capacity []int64 // KV capacity in tokens by ring index; nil: none known
+	loads    Loads   // P
+	kv       Loads   // K
 }
 
-// Endpoint is one endpoint of an update: its ID and whether it may take
-// requests.
+// Endpoint is one endpoint of an update: its ID, whether it may take
+// requests, and its engine's KV capacity in tokens where known (0:
+// unknown), which bounds K there: vLLM's vllm:cache_config_info
+// num_gpu_blocks × block_size (see upstream.ParseKVCapacity), or an
+// operator's --kv-capacity.
 type Endpoint struct {
-	ID      string
-	Healthy bool
+	ID         string
+	Healthy    bool
+	KVCapacity int64
 }
 
 // NewBalancer returns a balancer with no endpoints; requests fail with
@@ -113,7 +126,7 @@ func NewBalancer(cfg Config) (*Balancer, error) {
 		return nil, err
 	}
 	b := &Balancer{cfg: cfg, inflight: NewInflight()}
-	b.snap.Store(&snapshot{loads: b.inflight})
+	b.snap.Store(&snapshot{loads: b.inflight, kv: b.inflight.KV()})
 	return b, nil
 }
 
@@ -141,12 +154,16 @@ func (b *Balancer) SetEndpoints(ids []string) error {
 func (b *Balancer) Update(eps []Endpoint) error {
 	gen := b.gen.Add(1)
 	health := make(map[string]bool, len(eps))
+	kvCap := map[string]int64{}
 	ids := make([]string, 0, len(eps))
 	for _, e := range eps {
 		if _, dup := health[e.ID]; !dup {
 			ids = append(ids, e.ID)
 		}
 		health[e.ID] = health[e.ID] || e.Healthy
+		if e.KVCapacity > 0 {
+			kvCap[e.ID] = e.KVCapacity
+		}
 	}
 	slices.Sort(ids)
 	r := b.snap.Load().ring
@@ -163,33 +180,59 @@ func (b *Balancer) Update(eps []Endpoint) error {
 	}
 	b.applied = gen
 	b.inflight.Track(ids)
-	var healthy []bool
+	next := *b.snap.Load()
+	next.ring, next.healthy, next.capacity = r, nil, nil
 	if r != nil {
-		healthy = make([]bool, r.Len())
+		next.healthy = make([]bool, r.Len())
 		for i, id := range r.ids {
-			healthy[i] = health[id]
+			next.healthy[i] = health[id]
+		}
+		if len(kvCap) > 0 {
+			next.capacity = make([]int64, r.Len())
+			for i, id := range r.ids {
+				next.capacity[i] = kvCap[id]
+			}
 		}
 	}
-	b.swap(r, healthy, b.snap.Load().loads)
+	b.swap(next)
 	return nil
 }
 
-// SetLoads replaces what the bound reads (by default this replica's own
+// SetLoads replaces what P's bound reads (by default this replica's own
 // counters). The gossip layer sets a cluster-wide view here.
 func (b *Balancer) SetLoads(l Loads) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	old := b.snap.Load()
-	b.swap(old.ring, old.healthy, l)
+	next := *b.snap.Load()
+	next.loads = l
+	b.swap(next)
 }
 
-// swap builds and stores a snapshot; b.mu must be held.
-func (b *Balancer) swap(r *Ring, healthy []bool, loads Loads) {
-	s := &snapshot{ring: r, healthy: healthy, loads: loads}
-	if r != nil {
-		s.state = NewState(r, healthy, loads, b.cfg.bound())
+// SetKVLoads replaces what K's bound reads (by default this replica's own
+// K, [Inflight.KV]). The gossip layer sets a cluster-wide view here.
+func (b *Balancer) SetKVLoads(l Loads) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	next := *b.snap.Load()
+	next.kv = l
+	b.swap(next)
+}
+
+// swap builds the state of s and stores it; b.mu must be held.
+func (b *Balancer) swap(s snapshot) {
+	s.state = nil
+	if s.ring != nil {
+		s.state = b.newState(&s, s.loads, s.kv)
 	}
-	b.snap.Store(s)
+	b.snap.Store(&s)
+}
+
+// newState is the state of a pick over s reading loads (P) and kv (K).
+func (b *Balancer) newState(s *snapshot, loads, kv Loads) *State {
+	st := NewState(s.ring, s.healthy, loads, b.cfg.bound())
+	st.kv = kvState{loads: kv, cap: s.capacity, groups: b.inflight, average: b.cfg.KVAverage,
+		bound: Bound{LoadFactor: b.cfg.LoadFactor, Min: b.cfg.KVMinBound, Own: 1}}
+	return st
 }
 
 // Acquire picks an endpoint for req and counts the request on it. Release
@@ -206,23 +249,30 @@ func (b *Balancer) acquire(req Request, local bool) (Lease, error) {
 	if !req.Keyed {
 		req.Key = b.unkeyed.Add(1)
 	}
-	w, settle := b.cfg.weights(req)
-	req.Weight = w
-	b.cfg.homeWeights(&req)
-	b.cfg.spread(&req, s.state.nHealthy)
+	pw, settle := b.cfg.weights(req, s.state.nHealthy)
 	st := s.state
 	if local {
-		st = NewState(s.ring, s.healthy, b.inflight, b.cfg.bound())
+		st = b.newState(s, b.inflight, b.inflight.KV())
 	}
-	i, d, err := s.ring.Pick(req, st)
+	i, d, err := s.ring.pick(req, pw, st)
 	if err != nil {
 		return Lease{}, err
 	}
-	id := s.ring.ids[i]
-	if d == DecisionHome && req.HomeWeight > 0 {
-		w = req.HomeWeight
+	w := pw.p
+	if d == DecisionHome && pw.homeP > 0 {
+		w = pw.homeP
 	}
-	return Lease{Endpoint: id, Decision: d, h: newHold(b.inflight.acquire(id, w), w, settle)}, nil
+	return b.lease(req, s.ring.ids[i], d, w, settle, pw), nil
+}
+
+// lease counts req on id: w in P until Settle lowers it to settle, and
+// its K until Release.
+func (b *Balancer) lease(req Request, id string, d Decision, w, settle int64, pw weights) Lease {
+	kv := kvHold{own: pw.kv}
+	if pw.kvShared > 0 {
+		kv.group, kv.shared = req.Group, pw.kvShared
+	}
+	return Lease{Endpoint: id, Decision: d, h: b.inflight.acquire(id, w, settle, kv)}
 }
 
 // Decide returns where req would go if the bound read loads, counting
@@ -235,10 +285,8 @@ func (b *Balancer) Decide(req Request, loads Loads) (string, Decision, error) {
 	if !req.Keyed {
 		req.Key = 0
 	}
-	req.Weight, _ = b.cfg.weights(req)
-	b.cfg.homeWeights(&req)
-	b.cfg.spread(&req, s.state.nHealthy)
-	i, d, err := s.ring.Pick(req, NewState(s.ring, s.healthy, loads, b.cfg.bound()))
+	pw, _ := b.cfg.weights(req, s.state.nHealthy)
+	i, d, err := s.ring.pick(req, pw, b.newState(s, loads, s.kv))
 	if err != nil {
 		return "", d, err
 	}
@@ -326,6 +374,6 @@ func (b *Balancer) Candidates(exclude []string, dst []Candidate) []Candidate {
 // ring's (one of [Balancer.Candidates]), with decision d. Release the
 // lease when the request ends; its count is gossiped like any other.
 func (b *Balancer) AcquireOn(req Request, id string, d Decision) Lease {
-	w, settle := b.cfg.weights(req)
-	return Lease{Endpoint: id, Decision: d, h: newHold(b.inflight.acquire(id, w), w, settle)}
+	pw, settle := b.cfg.weights(req, 0)
+	return b.lease(req, id, d, pw.p, settle, pw)
 }

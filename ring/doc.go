@@ -29,11 +29,16 @@
 //
 // # The bound
 //
-// Load is counted in a [Signal]'s unit. Under [SignalTokens] (the default)
-// a request weighs its prompt's estimated tokens until the first byte of
-// its answer ([Lease.Settle]), then [Config.DecodeWeight]: the load is the
-// prefill queued on an endpoint, what a new request waits behind for its
-// first token. Under [SignalRequests] every request weighs 1 until it ends,
+// Two counts per endpoint are bounded. P, the load, is counted in a
+// [Signal]'s unit. Under [SignalTokens] (the default) a request weighs its
+// prompt's estimated tokens until the first byte of its answer
+// ([Lease.Settle]), then nothing: P is the prefill queued on an endpoint,
+// what a new request waits behind for its first token. K
+// ([Inflight.KV]) is the prompt tokens in-flight requests hold in the
+// engine's KV cache, from the pick until they end, a group's shared part
+// once per endpoint (see kv.go): what a home that took more conversations
+// than its memory holds would evict. A candidate takes a request only if
+// both bounds hold. Under [SignalRequests] every request weighs 1 until it ends,
 // CHWBL's and HAProxy's unit.
 //
 // An endpoint may take a request of weight w if, with it, it holds at
@@ -48,11 +53,34 @@
 // run above the bound by the tokens the request would recompute anywhere
 // else: a spill pays only when the home's queue costs more than the cache
 // saves. The walk takes the first candidate that passes; if none does, the
-// least loaded usable endpoint. Since c >= 1, some endpoint always passes
-// when the loads cover the healthy set, so a sequence of picks over one
-// view of the loads never exceeds the bound
+// least P-loaded usable endpoint. Since c >= 1, some endpoint always passes
+// P's bound when the loads cover the healthy set, so a sequence of picks
+// over one view of the loads never exceeds it
 // (TestSequentialPicksNeverExceedTheBound). Replicas that learn each
 // other's placements late can: see gossip/DESIGN.md.
+//
+// K's bound is the endpoint's KV capacity in tokens where known
+// ([Endpoint.KVCapacity], from vllm:cache_config_info or an operator),
+// else max(ceil(c · (K total + w) / n), [Config.KVMinBound], 2w) for a
+// request of K weight w; an endpoint holding nothing takes any prompt.
+//
+// # The worst case, with one view of the loads
+//
+// An endpoint that takes a request by affinity ends at most at:
+//   - P, on the walk: max(ceil(c · (total + w) / n), Min, (1+Own)·w);
+//   - P, at the home: that limit for w = its new tokens, plus its slack,
+//     the cached tokens Tokens - NewTokens (< Tokens): above c · average
+//     by at most max(Min, (1+Own)·w) + Tokens, one request's prompt twice
+//     over besides the floor;
+//   - K: its capacity where known; else max(ceil(c · (K total + w) / n),
+//     KVMinBound, 2w), or w on an idle endpoint: above c · average by at
+//     most 2w + KVMinBound.
+//
+// A fallback (no candidate within both bounds) goes to the least P-loaded
+// endpoint and is bounded by neither (TestHomeSlackIsBounded checks the
+// rest and counts fallbacks). Gossip staleness adds to each the load the
+// other replicas placed since their last publication that reached this
+// one (gossip/DESIGN.md).
 //
 // # Groups
 //

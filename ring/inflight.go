@@ -5,20 +5,25 @@ import (
 	"sync/atomic"
 )
 
-// Inflight counts this replica's in-flight load per endpoint, in the
-// balancer's [Signal] unit, and its in-flight requests. It implements
-// [Loads] (the load). Counters live outside the ring snapshots, so an
+// Inflight counts this replica's in-flight load per endpoint (P, in the
+// balancer's [Signal] unit), the KV tokens its requests hold there (K, see
+// [Inflight.KV]) and its in-flight requests. It implements [Loads] (P). Counters live outside the ring snapshots, so an
 // endpoint-set rebuild never resets or double-counts them.
 type Inflight struct {
 	mu       sync.Mutex                          // serializes Track
 	counters atomic.Pointer[map[string]*counter] // copy-on-write
 	total    atomic.Int64
+	kvTotal  atomic.Int64
 }
 
 type counter struct {
-	n     atomic.Int64 // load
-	reqs  atomic.Int64 // requests
-	total *atomic.Int64
+	n       atomic.Int64 // load (P)
+	reqs    atomic.Int64 // requests
+	kv      atomic.Int64 // KV tokens held (K)
+	total   *atomic.Int64
+	kvTotal *atomic.Int64
+	mu      sync.Mutex     // guards groups
+	groups  map[uint64]int // in-flight requests per group with a shared part
 }
 
 // NewInflight returns counters with no endpoints.
@@ -69,7 +74,7 @@ func (f *Inflight) Track(ids []string) {
 	old := *f.counters.Load()
 	m := make(map[string]*counter, len(ids))
 	for id, c := range old {
-		if c.n.Load() != 0 || c.reqs.Load() != 0 {
+		if c.n.Load() != 0 || c.reqs.Load() != 0 || c.kv.Load() != 0 {
 			m[id] = c
 		}
 	}
@@ -77,23 +82,36 @@ func (f *Inflight) Track(ids []string) {
 		if c := old[id]; c != nil {
 			m[id] = c
 		} else {
-			m[id] = &counter{total: &f.total}
+			m[id] = f.newCounter()
 		}
 	}
 	f.counters.Store(&m)
 }
 
-// acquire counts a request of weight w on id and returns its counter. An
-// id that is not tracked gets a counter of its own: the request is counted
-// in the total and released exactly once, though Load does not see it.
-func (f *Inflight) acquire(id string, w int64) *counter {
+func (f *Inflight) newCounter() *counter { return &counter{total: &f.total, kvTotal: &f.kvTotal} }
+
+// acquire counts a request of P weight w and K weights kv on id and
+// returns its hold, settling to settle. An id that is not tracked gets a
+// counter of its own: the request is counted in the totals and released
+// exactly once, though Load does not see it.
+func (f *Inflight) acquire(id string, w, settle int64, kv kvHold) *hold {
 	c := (*f.counters.Load())[id]
 	if c == nil {
-		c = &counter{total: &f.total}
+		c = f.newCounter()
 	}
 	c.add(w)
 	c.reqs.Add(1)
-	return c
+	c.addKV(kv.own, kv.group, kv.shared)
+	h := &hold{c: c, settle: min(settle, w), kv: kv}
+	h.w.Store(w)
+	return h
+}
+
+// kvHold is a lease's K: its own part, and its group's shared part.
+type kvHold struct {
+	own    int64
+	group  uint64
+	shared int64
 }
 
 func (c *counter) add(d int64) {
@@ -118,12 +136,7 @@ type hold struct {
 	c      *counter
 	w      atomic.Int64 // the weight counted now; -1 once released
 	settle int64        // the weight after Settle
-}
-
-func newHold(c *counter, w, settle int64) *hold {
-	h := &hold{c: c, settle: min(settle, w)}
-	h.w.Store(w)
-	return h
+	kv     kvHold       // counted in K until Release
 }
 
 // Settle lowers the lease's weight to what a request weighs once its
@@ -163,5 +176,6 @@ func (l Lease) Release() {
 	if w := l.h.w.Swap(-1); w >= 0 {
 		l.h.c.add(-w)
 		l.h.c.reqs.Add(-1)
+		l.h.c.releaseKV(l.h.kv.own, l.h.kv.group, l.h.kv.shared)
 	}
 }

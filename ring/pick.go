@@ -61,34 +61,46 @@ type Request struct {
 	Blocks []uint64
 	// Tokens is the request's estimated prompt length in tokens (0:
 	// unknown). Under [SignalTokens] it is the request's weight until its
-	// prefill is over.
+	// prefill is over; under every signal it is what the request holds in
+	// its engine's KV cache until it ends (see [Inflight.KV]).
 	Tokens int64
-	// Weight is what the request adds to its endpoint's load, set by the
-	// [Balancer] from its [Signal] before a pick; 0 counts as 1.
-	Weight int64
 	// NewTokens estimates the prompt tokens its key's home has not cached
 	// (0: all of Tokens): under [SignalTokens], a chat's messages after the
 	// last assistant message, since its earlier turns went home too.
 	NewTokens int64
 	// SharedTokens estimates the tokens of the prompt's shared part (what
-	// Group covers): a recurring group's home holds them.
+	// Group covers): a recurring group's home holds them, and an engine
+	// holds them once for all the group's requests in flight there.
 	SharedTokens int64
 	// GroupShare is the Group's share of the cluster's requests (0:
-	// unknown); with [Config.GroupSpread] the balancer derives Spread from
-	// it.
+	// unknown); with [Config.GroupSpread] the balancer spreads the group
+	// over endpoints in proportion to it.
 	GroupShare float64
-	// Spread, when above 0, spreads the request's Group over that many
+}
+
+// weights are what the [Balancer] derives from a [Request] before a pick
+// ([Config.weights]): the request's own, not the caller's.
+type weights struct {
+	// p is what the request adds to P, its endpoint's load in the
+	// Signal's unit, until its prefill is over; at least 1.
+	p int64
+	// homeP is p at the key's home (0: p), and homeSlack widens the home's
+	// bound (see [Config.homeWeights]).
+	homeP, homeSlack int64
+	// spread, when above 0, spreads the request's Group over that many
 	// endpoints, a fraction counting as an endpoint that takes that
 	// fraction of a full one's share, and its Key picks among them (see
 	// ring/spread.go); 0: the Key alone places the request on the ring.
-	Spread float64
-	// HomeWeight is Weight at the key's home (0: Weight), and HomeSlack
-	// widens the home's bound; the [Balancer] sets both.
-	HomeWeight, HomeSlack int64
+	spread float64
+	// kv is what the request adds to K, its endpoint's KV tokens, from
+	// the pick until it ends, besides its group's shared part; kvShared is
+	// that part (Request.SharedTokens of a Group), counted once per
+	// endpoint while any request of the group is in flight there.
+	kv, kvShared int64
 }
 
-// weight is the request's weight, at least 1.
-func (r Request) weight() int64 { return max(r.Weight, 1) }
+// unit are the weights of a request counted as one, with no KV.
+var unit = weights{p: 1}
 
 // Bound is the request-level bound of CHWBL (Mirrokni, Thorup and
 // Zadimoghaddam) as HAProxy applies it: an endpoint may take a request only
@@ -135,6 +147,7 @@ type State struct {
 	nHealthy int
 	loads    Loads // nil: every load is zero
 	bound    Bound
+	kv       kvState
 }
 
 // NewState returns the state of a pick over r. healthy[i] reports whether
@@ -182,10 +195,20 @@ func (s *State) Limit(w int64) int64 {
 	return s.bound.Limit(total, w, s.nHealthy)
 }
 
-// Pick chooses the endpoint for req: the first of the key's candidates that
-// is usable and within the bound, else the least loaded usable endpoint. It
-// returns the endpoint's index, or ErrNoEndpoints when none is usable.
-func (r *Ring) Pick(req Request, s *State) (int, Decision, error) {
+// Pick chooses the endpoint for req, counted as one request: the first
+// of the key's candidates that is usable and within the bound, else the
+// least loaded usable endpoint. It returns the endpoint's index, or
+// ErrNoEndpoints when none is usable. The [Balancer] picks with the
+// request's weights in its Signal, and bounds K as well.
+func (r *Ring) Pick(req Request, s *State) (int, Decision, error) { return r.pick(req, unit, s) }
+
+// fits reports whether endpoint i may take a request of P weight w under
+// P limit limit, and K weights pw.kv and pw.kvShared of group.
+func (s *State) fits(r *Ring, i int, w, limit int64, pw *weights, group uint64) bool {
+	return s.load(r.ids[i])+w <= limit && s.kv.fits(r, i, s.nHealthy, pw, group)
+}
+
+func (r *Ring) pick(req Request, pw weights, s *State) (int, Decision, error) {
 	if !req.Keyed {
 		i := r.leastLoaded(req, s)
 		if i < 0 {
@@ -193,15 +216,15 @@ func (r *Ring) Pick(req Request, s *State) (int, Decision, error) {
 		}
 		return i, DecisionFallback, nil
 	}
-	w := req.weight()
+	w := max(pw.p, 1)
 	limit := s.Limit(w)
-	hw := max(req.HomeWeight, 1)
-	if req.HomeWeight == 0 {
+	hw := max(pw.homeP, 1)
+	if pw.homeP == 0 {
 		hw = w
 	}
-	hlimit := s.Limit(hw) + req.HomeSlack
-	if req.Group != 0 && req.Spread > 0 {
-		return r.pickGrouped(req, s, w, limit, hw, hlimit)
+	hlimit := s.Limit(hw) + pw.homeSlack
+	if req.Group != 0 && pw.spread > 0 {
+		return r.pickGrouped(req, &pw, s, w, limit, hw, hlimit)
 	}
 	// A bitset of visited endpoints; on the stack up to 1024 endpoints.
 	var small [16]uint64
@@ -224,20 +247,16 @@ func (r *Ring) Pick(req Request, s *State) (int, Decision, error) {
 		}
 		if found == 1 {
 			homeUsable = true
-			if s.load(r.ids[i])+hw <= hlimit {
+			if s.fits(r, int(i), hw, hlimit, &pw, req.Group) {
 				return int(i), DecisionHome, nil
 			}
 			continue
 		}
-		if s.load(r.ids[i])+w <= limit {
-			switch {
-			case found == 1:
-				return int(i), DecisionHome, nil
-			case homeUsable:
+		if s.fits(r, int(i), w, limit, &pw, req.Group) {
+			if homeUsable {
 				return int(i), DecisionSpill, nil
-			default:
-				return int(i), DecisionFallback, nil
 			}
+			return int(i), DecisionFallback, nil
 		}
 	}
 	i := r.leastLoaded(req, s)

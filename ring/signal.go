@@ -12,8 +12,8 @@ const (
 	SignalRequests Signal = "requests"
 	// SignalTokens: a request weighs its estimated prompt tokens
 	// ([Request.Tokens]) until its prefill is over, which the router sees
-	// as the first byte of the answer ([Lease.Settle]), and
-	// [Config.DecodeWeight] after that, until it ends. The load then
+	// as the first byte of the answer ([Lease.Settle]), and nothing after
+	// that (what it holds until it ends is K, [Inflight.KV]). The load then
 	// approximates the prefill work queued on an endpoint, which is what a
 	// new request waits behind for its first token: a batching engine
 	// decodes hundreds of requests at once, but prefills one budget of
@@ -35,12 +35,20 @@ func ParseSignal(s string) (Signal, error) {
 	return "", fmt.Errorf("ring: load signal %q is not one of %q", s, Signals)
 }
 
-// weights returns what req weighs while its prefill runs and after it.
-func (c Config) weights(req Request) (prefill, settled int64) {
-	if c.Signal != SignalTokens {
-		return 1, 1
+// weights returns what req weighs in a pick over n healthy endpoints,
+// and in P once its prefill is over (Settle).
+func (c Config) weights(req Request, n int) (pw weights, settled int64) {
+	pw.p, settled = 1, 1
+	if c.Signal == SignalTokens {
+		pw.p, settled = max(req.Tokens, 1), 0
+		c.homeWeights(req, &pw)
 	}
-	return max(req.Tokens, 1), c.DecodeWeight
+	pw.spread = c.spread(req, n)
+	pw.kv = max(req.Tokens, 1)
+	if req.Group != 0 && req.SharedTokens > 0 && req.SharedTokens < req.Tokens {
+		pw.kv, pw.kvShared = req.Tokens-req.SharedTokens, req.SharedTokens
+	}
+	return pw, settled
 }
 
 // homeWeights sets what req weighs at its key's home under
@@ -49,10 +57,7 @@ func (c Config) weights(req Request) (prefill, settled int64) {
 // recurs), and a slack of the tokens it would recompute anywhere else:
 // leaving home costs that much prefill, so the home may run that much
 // above the bound before a spill pays.
-func (c Config) homeWeights(req *Request) {
-	if c.Signal != SignalTokens {
-		return
-	}
+func (c Config) homeWeights(req Request, pw *weights) {
 	n := req.NewTokens
 	if n <= 0 {
 		n = req.Tokens
@@ -65,8 +70,8 @@ func (c Config) homeWeights(req *Request) {
 	if n <= 0 || n >= req.Tokens {
 		return
 	}
-	req.HomeWeight = n
-	req.HomeSlack = req.Tokens - n
+	pw.homeP = n
+	pw.homeSlack = req.Tokens - n
 }
 
 // bound is the bound a pick applies.
@@ -78,13 +83,13 @@ func (c Config) bound() Bound {
 	return b
 }
 
-// spread sets req.Spread from its group's share: see Config.GroupSpread.
-// The request's own Spread, when set, is kept.
-func (c Config) spread(req *Request, n int) {
-	if req.Spread > 0 || c.GroupSpread <= 0 || req.Group == 0 || !(req.GroupShare > 0) || n <= 1 {
-		return
+// spread is how many endpoints req's group spreads over (0: the key
+// alone places it): see Config.GroupSpread. Not rounded: a fractional
+// spread grows a group's set by degrees, so a ninth endpoint or a
+// drifting share moves few keys (ring/spread.go).
+func (c Config) spread(req Request, n int) float64 {
+	if c.GroupSpread <= 0 || req.Group == 0 || !(req.GroupShare > 0) || n <= 1 {
+		return 0
 	}
-	// Not rounded: a fractional spread grows a group's set by degrees, so
-	// a ninth endpoint or a drifting share moves few keys (ring/spread.go).
-	req.Spread = min(c.GroupSpread*float64(n)*req.GroupShare, float64(n))
+	return min(c.GroupSpread*float64(n)*req.GroupShare, float64(n))
 }

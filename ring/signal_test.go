@@ -16,13 +16,12 @@ func tokensBalancer(t *testing.T, cfg Config, ids ...string) *Balancer {
 	return b
 }
 
-// Under the tokens signal a request weighs its prompt's tokens until its
-// first byte (Settle), then the decode weight, and every weight and every
-// request is given back once, whatever the order of Settle and Release.
+// Under the tokens signal a request weighs its prompt's tokens in P until
+// its first byte (Settle), then nothing, and in K until it ends; every
+// weight and every request is given back once, whatever the order of
+// Settle and Release.
 func TestTokenLeaseWeighsItsPromptUntilSettled(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.DecodeWeight = 10
-	b := tokensBalancer(t, cfg, "a", "b")
+	b := tokensBalancer(t, DefaultConfig(), "a", "b")
 	l, err := b.Acquire(Request{Key: 1, Keyed: true, Tokens: 3000})
 	if err != nil {
 		t.Fatal(err)
@@ -33,15 +32,16 @@ func TestTokenLeaseWeighsItsPromptUntilSettled(t *testing.T) {
 	}
 	l.Settle()
 	l.Settle()
-	if f.Load(l.Endpoint) != 10 || f.Total() != 10 || f.Requests(l.Endpoint) != 1 {
-		t.Fatalf("after settling: load %d, total %d, requests %d; want 10, 10, 1", f.Load(l.Endpoint), f.Total(), f.Requests(l.Endpoint))
+	if f.Load(l.Endpoint) != 0 || f.Total() != 0 || f.Requests(l.Endpoint) != 1 || f.KV().Load(l.Endpoint) != 3000 {
+		t.Fatalf("after settling: load %d, total %d, requests %d, K %d; want 0, 0, 1, 3000",
+			f.Load(l.Endpoint), f.Total(), f.Requests(l.Endpoint), f.KV().Load(l.Endpoint))
 	}
 	cp := l
 	l.Release()
 	cp.Release()
 	cp.Settle()
-	if f.Load(l.Endpoint) != 0 || f.Total() != 0 || f.Requests(l.Endpoint) != 0 {
-		t.Fatalf("after release: load %d, total %d, requests %d", f.Load(l.Endpoint), f.Total(), f.Requests(l.Endpoint))
+	if f.Load(l.Endpoint) != 0 || f.Total() != 0 || f.Requests(l.Endpoint) != 0 || f.KV().Total() != 0 {
+		t.Fatalf("after release: load %d, total %d, requests %d, K %d", f.Load(l.Endpoint), f.Total(), f.Requests(l.Endpoint), f.KV().Total())
 	}
 	// Released before its first byte: the whole weight comes back.
 	l2, _ := b.Acquire(Request{Key: 1, Keyed: true, Tokens: 500})
@@ -75,7 +75,7 @@ func TestSettleRacingReleaseLeavesNothing(t *testing.T) {
 // endpoint ever holds more than the limit computed at its pick, and the
 // floor lets an idle cluster keep a big prompt home.
 func TestHotKeySpillsByTokens(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := kvAverage()
 	cfg.MinBound = 8192
 	b := tokensBalancer(t, cfg, fleet(4, 0)...)
 	first, err := b.Acquire(Request{Key: 77, Keyed: true, Tokens: 20000})
@@ -100,13 +100,39 @@ func TestHotKeySpillsByTokens(t *testing.T) {
 	if decisions[DecisionSpill] == 0 || decisions[DecisionHome] == 0 {
 		t.Fatalf("decisions %v: want the home filled, then spills", decisions)
 	}
-	// Settling the home's prompts frees it: the next one goes home again.
+	// Settling the home's prompts frees P but not K: the home still holds
+	// their prompts while they decode, so the key stays away until they end.
 	first.Settle()
 	for _, l := range leases {
 		l.Settle()
 	}
+	if b.Inflight().Total() != 0 {
+		t.Fatalf("P total %d after every prefill ended", b.Inflight().Total())
+	}
+	if l, _ := b.Acquire(Request{Key: 77, Keyed: true, Tokens: 3000}); l.Decision == DecisionHome {
+		t.Fatalf("the home took more while it holds %d KV tokens of %d", b.Inflight().KV().Load(l.Endpoint), b.Inflight().KV().Total())
+	} else {
+		l.Release()
+	}
+	first.Release()
+	for _, l := range leases {
+		l.Release()
+	}
 	if l, _ := b.Acquire(Request{Key: 77, Keyed: true, Tokens: 3000}); l.Decision != DecisionHome {
-		t.Fatalf("after every prefill ended the key went %v", l.Decision)
+		t.Fatalf("after every request ended the key went %v", l.Decision)
+	}
+}
+
+// setKVCapacity gives every endpoint of b a KV capacity of capacity
+// tokens, so that K's bound is the engine's and a test reads P's alone.
+func setKVCapacity(t *testing.T, b *Balancer, capacity int64, ids ...string) {
+	t.Helper()
+	var eps []Endpoint
+	for _, id := range ids {
+		eps = append(eps, Endpoint{ID: id, Healthy: true, KVCapacity: capacity})
+	}
+	if err := b.Update(eps); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -132,6 +158,7 @@ func TestHomeWeighsTheNewTokens(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MinBound = 0
 	b := tokensBalancer(t, cfg, fleet(4, 0)...)
+	setKVCapacity(t, b, 1<<20, fleet(4, 0)...) // P alone decides
 	home, _ := b.Home(9)
 	// Load the home with another key's 5000 tokens; the others are idle.
 	other := uint64(10)

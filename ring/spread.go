@@ -57,7 +57,7 @@ func rendezvous(tag byte, v uint64, id string) uint64 {
 }
 
 // unit maps a hash to (0, 1), never 0 or 1.
-func unit(h uint64) float64 { return (float64(h>>11) + 0.5) / (1 << 53) }
+func unitInterval(h uint64) float64 { return (float64(h>>11) + 0.5) / (1 << 53) }
 
 type ranked struct {
 	i    int
@@ -79,19 +79,19 @@ func byHash(a, b ranked) int {
 // groupedOrder appends to dst the candidate order of a grouped request:
 // the key's ranking of the group's set, then the other usable endpoints in
 // the group's order.
-func (r *Ring) groupedOrder(req Request, s *State, dst []int) []int {
+func (r *Ring) groupedOrder(req Request, spread float64, s *State, dst []int) []int {
 	var buf [64]ranked // on the stack up to 64 endpoints
 	group := buf[:0]
 	for i, id := range r.ids {
 		if s.usable(r, i, req.Exclude) {
-			// Highest hash first is least u first: u = 1 - unit(hash).
+			// Highest hash first is least u first: u = 1 - unitInterval(hash).
 			group = append(group, ranked{i, rendezvous(tagGroup, req.Group, id)})
 		}
 	}
 	slices.SortFunc(group, byHash)
-	p := req.Spread / float64(max(s.nHealthy, 1))
+	p := spread / float64(max(s.nHealthy, 1))
 	size := min(1, len(group))
-	for size < len(group) && 1-unit(group[size].hash) < p {
+	for size < len(group) && 1-unitInterval(group[size].hash) < p {
 		size++
 	}
 	for _, e := range group[:size] {
@@ -115,16 +115,16 @@ func (r *Ring) groupedOrder(req Request, s *State, dst []int) []int {
 // pickGrouped is Pick for a request whose Group is spread over Spread
 // endpoints: the first of groupedOrder within the bound (the first at the
 // home's bound), else the least loaded.
-func (r *Ring) pickGrouped(req Request, s *State, w, limit, hw, hlimit int64) (int, Decision, error) {
+func (r *Ring) pickGrouped(req Request, pw *weights, s *State, w, limit, hw, hlimit int64) (int, Decision, error) {
 	var buf [64]int
-	for k, i := range r.groupedOrder(req, s, buf[:0]) {
+	for k, i := range r.groupedOrder(req, pw.spread, s, buf[:0]) {
 		if k == 0 {
-			if s.load(r.ids[i])+hw <= hlimit {
+			if s.fits(r, i, hw, hlimit, pw, req.Group) {
 				return i, DecisionHome, nil
 			}
 			continue
 		}
-		if s.load(r.ids[i])+w <= limit {
+		if s.fits(r, i, w, limit, pw, req.Group) {
 			return i, DecisionSpill, nil
 		}
 	}

@@ -23,25 +23,31 @@ func randomFleet(rng *rand.Rand, n int) []string {
 	return ids
 }
 
+// spreadReq is a grouped request and the spread the balancer derives for
+// it.
+type spreadReq struct {
+	Request
+	spread float64
+}
+
 // groupSpread is the request the balancer makes of a group of share s on
-// n endpoints under the default GroupSpread (Config.spread): its Spread.
-func groupSpread(share float64, n int) Request {
+// n endpoints under the default GroupSpread (Config.spread).
+func groupSpread(share float64, n int) spreadReq {
 	req := Request{Keyed: true, Group: 1, GroupShare: share}
-	DefaultConfig().spread(&req, n)
-	return req
+	return spreadReq{req, DefaultConfig().spread(req, n)}
 }
 
 // movedPicks returns the fraction of requests whose unloaded pick differs
 // between a (with spread sa) and b (with spread sb): keys[g] are group
 // groups[g]'s request keys.
-func movedPicks(a, b *Ring, sa, sb Request, groups []uint64, keys [][]uint64) float64 {
+func movedPicks(a, b *Ring, sa, sb spreadReq, groups []uint64, keys [][]uint64) float64 {
 	sta, stb := NewState(a, nil, nil, Bound{LoadFactor: 1.25}), NewState(b, nil, nil, Bound{LoadFactor: 1.25})
 	moved, all := 0, 0
 	for j, g := range groups {
 		for _, k := range keys[j] {
 			sa.Key, sa.Group, sb.Key, sb.Group = k, g, k, g
-			ia, _, _ := a.Pick(sa, sta)
-			ib, _, _ := b.Pick(sb, stb)
+			ia, _, _ := a.pick(sa.Request, weights{p: 1, spread: sa.spread}, sta)
+			ib, _, _ := b.pick(sb.Request, weights{p: 1, spread: sb.spread}, stb)
 			if a.ID(ia) != b.ID(ib) {
 				moved++
 			}
@@ -85,7 +91,7 @@ func TestGroupSpreadMovementAddNinth(t *testing.T) {
 		}
 	}
 	for j, s := range spreadShares {
-		t.Logf("share %.3f: spread %.2f -> %.2f, worst moved %.3f", s, groupSpread(s, 8).Spread, groupSpread(s, 9).Spread, worst[j])
+		t.Logf("share %.3f: spread %.2f -> %.2f, worst moved %.3f", s, groupSpread(s, 8).spread, groupSpread(s, 9).spread, worst[j])
 		if worst[j] > limit {
 			t.Errorf("share %.3f: adding a 9th endpoint moved %.3f of picks (worst of %d fleets), limit %.2f", s, worst[j], fleets, limit)
 		}
@@ -214,10 +220,10 @@ func TestGoldenGroupedPlacement(t *testing.T) {
 		for _, gk := range [][2]int{{0, 0}, {0, 1}, {1, 0}, {1, 1}, {2, 0}, {2, 1}} {
 			req := Request{
 				Key: xxhash.Sum64String(fmt.Sprintf("model\x00prefix-%d", gk[1])), Keyed: true,
-				Group: xxhash.Sum64String(fmt.Sprintf("model\x00system-%d", gk[0])), Spread: spread,
+				Group: xxhash.Sum64String(fmt.Sprintf("model\x00system-%d", gk[0])),
 			}
 			var order []byte
-			for _, i := range r.groupedOrder(req, s, nil) {
+			for _, i := range r.groupedOrder(req, spread, s, nil) {
 				order = append(order, byte('0'+i))
 			}
 			got = append(got, string(order))

@@ -36,7 +36,6 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "load-signal", Value: string(rd.Signal), EnvVars: env("load-signal"), Usage: "unit of load the bound counts and gossip shares: tokens (a request weighs its prompt's estimated tokens, body bytes / 4, until the first byte of its answer: the prefill queued on an endpoint) or requests (every request weighs 1 until it ends); every replica must use the same"},
 		&cli.Float64Flag{Name: "load-factor", Value: rd.LoadFactor, EnvVars: env("load-factor"), Usage: "c in the bound: an endpoint takes a request while, with it, it holds at most ceil(c*(total+w)/n) load, w the request's weight"},
 		&cli.Int64Flag{Name: "min-bound", Value: rd.MinBound, EnvVars: env("min-bound"), Usage: "every endpoint may hold this much load whatever the bound says, in the load signal's unit (default: " + fmt.Sprint(rd.MinBound) + " tokens, or " + fmt.Sprint(ring.DefaultMinRequests) + " requests under --load-signal requests; 0: the textbook bound)"},
-		&cli.Int64Flag{Name: "decode-weight", Value: rd.DecodeWeight, EnvVars: env("decode-weight"), Usage: "under --load-signal tokens, what a request weighs after its first byte, until it ends"},
 		&cli.IntFlag{Name: "prefix-chars", Value: prefix.DefaultConfig().MaxChars, EnvVars: env("prefix-chars"), Usage: "how much of each part of a chat (tools, system messages, first user message) the affinity key reads, in characters"},
 		&cli.IntFlag{Name: "prompt-chars", Value: prefix.DefaultConfig().PromptChars, EnvVars: env("prompt-chars"), Usage: "how much of a completions prompt the affinity key reads after the shared prefix it skips, in characters"},
 		&cli.IntFlag{Name: "shared-chars", Value: prefix.DefaultConfig().SharedChars, EnvVars: env("shared-chars"), Usage: "the longest shared prefix (a system prompt, RAG preamble, few-shot block at the top of a prompt) the key skips, in characters"},
@@ -104,7 +103,7 @@ func ringConfig(c *cli.Context) (ring.Config, error) {
 	if rc.Signal, err = ring.ParseSignal(c.String("load-signal")); err != nil {
 		return rc, fmt.Errorf("--load-signal: %w", err)
 	}
-	rc.LoadFactor, rc.DecodeWeight, rc.GroupSpread = c.Float64("load-factor"), c.Int64("decode-weight"), c.Float64("group-spread")
+	rc.LoadFactor, rc.GroupSpread = c.Float64("load-factor"), c.Float64("group-spread")
 	switch {
 	case c.IsSet("min-bound"):
 		rc.MinBound = c.Int64("min-bound")

@@ -59,6 +59,10 @@ type Config struct {
 	Requests int
 	// KVBlocks per engine (0: the profile's capacity).
 	KVBlocks int
+	// KVCapacityUnknown hides the engines' KV capacity from the routers,
+	// so K is bounded by c·average (ring.Endpoint.KVCapacity); by default
+	// they know it, as a router that reads vllm:cache_config_info does.
+	KVCapacityUnknown bool
 	// Workers runs that many simulations at once (0: GOMAXPROCS).
 	Workers int
 	// Progress, when set, is called after each run with done and total.
@@ -219,8 +223,8 @@ func (g Grid) Validate() error {
 		}
 	}
 	for _, w := range g.Workloads {
-		if !slices.Contains(WorkloadNames, w) && !isTrace(w) {
-			return fmt.Errorf("eval: unknown workload %q (known: %s, trace:PATH)", w, strings.Join(WorkloadNames, ", "))
+		if !knownWorkload(w) && !isTrace(w) {
+			return fmt.Errorf("eval: unknown workload %q (known: %s, %s, trace:PATH)", w, strings.Join(WorkloadNames, ", "), strings.Join(ClosedLoopNames, ", "))
 		}
 	}
 	for _, k := range g.Keys {

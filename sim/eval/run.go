@@ -249,8 +249,16 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 	if pt.signal == SignalEngine && readsOf(pt.policy).bound {
 		rc.Signal, scraped = ring.SignalRequests, &scrapedLoads{byID: map[string]int64{}, next: 0}
 	}
+	ec := engine.DefaultConfig()
+	if cfg.KVBlocks > 0 {
+		ec.NumBlocks = cfg.KVBlocks
+	}
+	var kvCap int64 // what the routers read from vllm:cache_config_info
+	if !cfg.KVCapacityUnknown {
+		kvCap = int64(ec.Blocks() * ec.BlockSize)
+	}
 	if pt.policy == "chwbl" && scraped == nil {
-		rp, err = replicas.New(replicas.Config{Replicas: pt.routers, Endpoints: ids, Ring: rc, Gossip: true,
+		rp, err = replicas.New(replicas.Config{Replicas: pt.routers, Endpoints: ids, Ring: rc, Gossip: true, KVCapacity: kvCap,
 			Interval: pt.interval, Latency: 500 * time.Microsecond, View: pt.view})
 		if err != nil {
 			return Result{}, err
@@ -263,7 +271,11 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 			if err != nil {
 				return Result{}, err
 			}
-			if err := bal.SetEndpoints(ids); err != nil {
+			eps := make([]ring.Endpoint, len(ids))
+			for i, id := range ids {
+				eps[i] = ring.Endpoint{ID: id, Healthy: true, KVCapacity: kvCap}
+			}
+			if err := bal.Update(eps); err != nil {
 				return Result{}, err
 			}
 			if scraped != nil {
@@ -277,10 +289,6 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 		}
 		picker = m
 	}
-	ec := engine.DefaultConfig()
-	if cfg.KVBlocks > 0 {
-		ec.NumBlocks = cfg.KVBlocks
-	}
 	callKey := key.request
 	if rp != nil { // the replicas model learns virtual time from the key function
 		callKey = func(c *workload.Call, at time.Duration) ring.Request {
@@ -288,7 +296,7 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 			return key.request(c, at)
 		}
 	}
-	fc := fleet.Config{Engines: pt.endpoints, Engine: ec, Picker: picker}
+	fc := fleet.Config{Engines: pt.endpoints, Engine: ec, Picker: picker, Concurrency: Concurrency(pt.workload)}
 	if rp != nil {
 		fc.Advance = rp.AdvanceTo
 	}

@@ -16,6 +16,20 @@ import (
 // trace:PATH.
 var WorkloadNames = []string{"shared-prefix", "multi-turn", "multi-turn-completions", "agentic"}
 
+// ClosedLoopNames are the built-in workloads that run closed loop (a
+// fixed number of sessions at a time), outside the default study: "demo"
+// is `make demo`'s shape, for --endpoints 4 --kv-blocks 1000 --routers 3.
+var ClosedLoopNames = []string{"demo"}
+
+// knownWorkload reports a built-in workload's name.
+func knownWorkload(name string) bool {
+	return slices.Contains(WorkloadNames, name) || slices.Contains(ClosedLoopNames, name)
+}
+
+// Concurrency is the sessions a closed-loop workload keeps in flight (0:
+// open loop, each session at its Start).
+func Concurrency(name string) int { return builtins[name].concurrency }
+
 // isTrace reports a trace:PATH workload.
 func isTrace(workload string) bool { return strings.HasPrefix(workload, "trace:") }
 
@@ -25,9 +39,12 @@ const Duration = 60 * time.Second
 // builtin is a built-in workload: the workload package's shape, and its
 // session start rate at rate scale 1.
 type builtin struct {
-	rate     float64 // sessions per second at rate ×1
-	turns    int     // requests per session
-	sessions func(n int, rate float64, seed uint64) ([]workload.Session, error)
+	rate  float64 // sessions per second at rate ×1
+	turns int     // requests per session
+	// sessions, when above 0, fixes the number of sessions whatever the
+	// rate; concurrency runs them closed loop, that many at a time.
+	count, concurrency int
+	sessions           func(n int, rate float64, seed uint64) ([]workload.Session, error)
 }
 
 // builtins are sized so that rate ×1 is a light load on 8 simulated H100
@@ -49,6 +66,16 @@ var builtins = map[string]builtin{
 	"multi-turn": {rate: 36, turns: 6, sessions: multiTurn(workload.Chat)},
 	// The same conversations over /v1/completions: one growing prompt.
 	"multi-turn-completions": {rate: 36, turns: 6, sessions: multiTurn(workload.Completions)},
+	// `make demo`'s conversations (scripts/demo): 128 of 6 turns over 8
+	// shared 1024-token system prompts, 128-token questions, 64-token
+	// answers, 200 ms mean think time (2 s × --think-scale 0.1), 48 at a
+	// time; the rate scale divides the think time.
+	"demo": {rate: 1, turns: 6, count: 128, concurrency: 48, sessions: func(n int, _ float64, seed uint64) ([]workload.Session, error) {
+		w := workload.DefaultMultiTurn(workload.Chat)
+		w.Conversations, w.Turns, w.OutputTokens, w.SystemTokens, w.Seed = n, 6, 64, 1024, seed
+		w.Think = 200 * time.Millisecond
+		return w.Sessions()
+	}},
 	// Tool loops of 8 steps over 4 tool sets of ~3000 tokens, 300-token
 	// tool results, 500 ms mean tool time.
 	"agentic": {rate: 16, turns: 9, sessions: func(n int, rate float64, seed uint64) ([]workload.Session, error) {
@@ -94,6 +121,9 @@ func Workload(name string, rateScale float64, seed uint64, requests int) ([]work
 	}
 	rate := b.rate * rateScale
 	n := max(1, int(math.Round(rate*Duration.Seconds())))
+	if b.count > 0 {
+		n = b.count
+	}
 	if requests > 0 {
 		n = max(1, min(n, requests/b.turns))
 	}

@@ -44,6 +44,7 @@ func (h *turnHeap) Pop() any {
 // by key on the request's JSON body. A turn whose request was rejected
 // ends its session. Records are in arrival order, with Session and Turn
 // set, beside the requests as the engines got them; cfg.Key is not used.
+// With cfg.Concurrency, sessions start as slots free instead of at Start.
 func RunSessions(cfg Config, sessions []workload.Session, key CallKey) (*Result, []workload.Request, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
@@ -58,9 +59,28 @@ func RunSessions(cfg Config, sessions []workload.Session, key CallKey) (*Result,
 	}
 	answers := make([][]string, len(sessions))
 	h := &turnHeap{}
+	started := 0 // sessions started, in order (closed loop: cfg.Concurrency)
+	start := func(at time.Duration) {
+		for started < len(sessions) && len(sessions[started].Turns) == 0 {
+			started++
+		}
+		if started < len(sessions) {
+			heap.Push(h, pendingTurn{at: at, session: started})
+			started++
+		}
+	}
 	for i, s := range sessions {
-		if len(s.Turns) > 0 {
+		if cfg.Concurrency > 0 {
+			if i < cfg.Concurrency {
+				start(0)
+			}
+		} else if len(s.Turns) > 0 {
 			heap.Push(h, pendingTurn{at: s.Start, session: i})
+		}
+	}
+	ended := func(at time.Duration) {
+		if cfg.Concurrency > 0 {
+			start(at)
 		}
 	}
 	reqs := make([]workload.Request, n)
@@ -85,7 +105,10 @@ func RunSessions(cfg Config, sessions []workload.Session, key CallKey) (*Result,
 			}
 			f.arriveAs(next, &reqs[next], rr)
 			f.records[next].Session, f.records[next].Turn = p.session, p.k
-			next++ // a rejected turn ends its session, as a client's would
+			if f.records[next].Err != "" {
+				ended(p.at) // a rejected turn ends its session, as a client's would
+			}
+			next++
 			continue
 		}
 		if ei < 0 {
@@ -99,6 +122,8 @@ func RunSessions(cfg Config, sessions []workload.Session, key CallKey) (*Result,
 			answers[rec.Session] = append(answers[rec.Session], workload.SimAnswer(rec.OutputTokens))
 			if k := rec.Turn + 1; k < len(s.Turns) {
 				heap.Push(h, pendingTurn{at: f.now + s.Turns[k].Think, session: rec.Session, k: k})
+			} else {
+				ended(f.now)
 			}
 		}
 	}

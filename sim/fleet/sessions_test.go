@@ -23,7 +23,14 @@ func TestRunSessionsIsClosedLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.SetEndpoints(EndpointIDs(3)); err != nil {
+	// The router knows the engines' KV capacity (vllm:cache_config_info),
+	// which six conversations do not fill: K never moves one.
+	ec := engine.DefaultConfig()
+	var eps []ring.Endpoint
+	for _, id := range EndpointIDs(3) {
+		eps = append(eps, ring.Endpoint{ID: id, Healthy: true, KVCapacity: int64(ec.Blocks() * ec.BlockSize)})
+	}
+	if err := b.Update(eps); err != nil {
 		t.Fatal(err)
 	}
 	// Key each session on its id: a conversation stays on one engine.
@@ -65,5 +72,61 @@ func TestRunSessionsIsClosedLoop(t *testing.T) {
 		}
 		turns[r.Session]++
 		seen[r.Session] = last{r.Arrival + r.E2E, r.PromptTokens, r.Endpoint}
+	}
+}
+
+// With Concurrency, sessions play closed loop as `prefixring load
+// --concurrency` plays them: that many at a time, whatever their Start,
+// the next one starting when one ends.
+func TestRunSessionsConcurrency(t *testing.T) {
+	w := workload.DefaultMultiTurn(workload.Chat)
+	w.Conversations, w.Turns = 7, 3
+	sessions, err := w.Sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ring.NewBalancer(ring.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetEndpoints(EndpointIDs(2)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Engines: 2, Engine: engine.DefaultConfig(), Picker: b, Concurrency: 3}
+	res, _, err := RunSessions(cfg, sessions, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Records) != 21 {
+		t.Fatalf("%d records, want 21", len(res.Records))
+	}
+	first, last := map[int]time.Duration{}, map[int]time.Duration{}
+	for _, r := range res.Records {
+		if r.Turn == 0 {
+			first[r.Session] = r.Arrival
+		}
+		if r.Turn == 2 {
+			last[r.Session] = r.Arrival + r.E2E
+		}
+	}
+	for s := range 7 {
+		if s < 3 {
+			if first[s] != 0 {
+				t.Fatalf("session %d started at %v, want 0", s, first[s])
+			}
+			continue
+		}
+		// Session s starts when an earlier one ends, with fewer than 3
+		// others still running.
+		active, endsThen := 0, false
+		for o := range s {
+			if last[o] > first[s] {
+				active++
+			}
+			endsThen = endsThen || last[o] == first[s]
+		}
+		if active >= 3 || !endsThen || first[s] < first[s-1] {
+			t.Fatalf("session %d started at %v with %d running (one ending then: %v)", s, first[s], active, endsThen)
+		}
 	}
 }

@@ -33,6 +33,11 @@ type Config struct {
 	// models time (sim/replicas' gossip publications) runs what falls due
 	// before it first.
 	Advance func(now time.Duration)
+	// Concurrency > 0 plays RunSessions' sessions closed loop, as `prefixring
+	// load --concurrency` does: that many at a time from the start, whatever
+	// their Start, the next (in order) starting when one ends. 0: each
+	// session starts at its Start.
+	Concurrency int
 }
 
 // Gauges are one engine's scheduler gauges.
@@ -46,6 +51,9 @@ type Gauges struct {
 func (c Config) Validate() error {
 	if c.Engines <= 0 {
 		return errors.New("sim: Engines must be positive")
+	}
+	if c.Concurrency < 0 {
+		return errors.New("sim: Concurrency must be >= 0")
 	}
 	if c.Picker == nil {
 		return errors.New("sim: Picker is required")

@@ -1,6 +1,9 @@
 package vllm
 
 import (
+	"slices"
+	"strconv"
+
 	"github.com/prefixring/prefixring/sim/engine"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -86,6 +89,26 @@ func newMetrics(reg prometheus.Registerer, model string, maxModelLen, maxBatched
 			Buckets: []float64{0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1},
 		}),
 	}
+}
+
+// cacheConfigInfo exports the engine's cache configuration as vLLM does
+// (vllm/v1/metrics/loggers.py, log_metrics_info("cache_config", ...)): a
+// gauge set to 1 whose labels are CacheConfig's fields as strings, plus
+// engine. num_gpu_blocks × block_size is the KV capacity in tokens that a
+// router bounds K by (upstream.ParseKVCapacity).
+func cacheConfigInfo(reg prometheus.Registerer, e engine.Config) {
+	labels := prometheus.Labels{
+		"block_size": strconv.Itoa(e.BlockSize), "num_gpu_blocks": strconv.Itoa(e.Blocks()),
+		"num_cpu_blocks": "None", "cache_dtype": "auto", "enable_prefix_caching": "True",
+		"gpu_memory_utilization": "0.9", "engine": "0",
+	}
+	names := make([]string, 0, len(labels))
+	for k := range labels {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	promauto.With(reg).NewGaugeVec(prometheus.GaugeOpts{Name: "vllm:cache_config_info", Help: "Information of the LLMEngine CacheConfig"}, names).
+		With(labels).Set(1)
 }
 
 // gauges sets the scheduler gauges from the engine.

@@ -1,7 +1,11 @@
 package vllm
 
 import (
+	"net/http/httptest"
 	"testing"
+
+	"github.com/prefixring/prefixring/upstream"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -41,6 +45,7 @@ func TestMetricNamesMatchVLLM(t *testing.T) {
 		"vllm:request_prompt_tokens":              dto.MetricType_HISTOGRAM,
 		"vllm:request_generation_tokens":          dto.MetricType_HISTOGRAM,
 		"vllm:request_prefill_kv_computed_tokens": dto.MetricType_HISTOGRAM,
+		"vllm:cache_config_info":                  dto.MetricType_GAUGE,
 		"prefixring_sim_step_lag_seconds":         dto.MetricType_HISTOGRAM, // ours, not vLLM's
 	}
 	mfs, err := reg.Gather()
@@ -58,8 +63,8 @@ func TestMetricNamesMatchVLLM(t *testing.T) {
 		if mf.GetType() != typ {
 			t.Errorf("%s is a %v, want %v", mf.GetName(), mf.GetType(), typ)
 		}
-		if mf.GetName() == "prefixring_sim_step_lag_seconds" {
-			continue
+		if mf.GetName() == "prefixring_sim_step_lag_seconds" || mf.GetName() == "vllm:cache_config_info" {
+			continue // no model_name: vLLM's info gauges carry the config's fields and engine
 		}
 		labels := map[string]string{}
 		for _, l := range mf.GetMetric()[0].GetLabel() {
@@ -73,5 +78,55 @@ func TestMetricNamesMatchVLLM(t *testing.T) {
 		if !seen[name] {
 			t.Errorf("missing %s", name)
 		}
+	}
+}
+
+// TestCacheConfigInfo: like vLLM (vllm/v1/metrics/loggers.py,
+// log_metrics_info("cache_config", ...)), the server exports its cache
+// configuration as labels of a gauge set to 1: num_gpu_blocks × block_size
+// is the engine's KV capacity in tokens, which a router reads once.
+func TestCacheConfigInfo(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Engine.NumBlocks = 1000
+	reg := prometheus.NewRegistry()
+	if _, err := New(cfg, reg, reg); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "vllm:cache_config_info" {
+			continue
+		}
+		if len(mf.GetMetric()) != 1 || mf.GetMetric()[0].GetGauge().GetValue() != 1 {
+			t.Fatalf("cache_config_info: %v, want one series of value 1", mf.GetMetric())
+		}
+		labels := map[string]string{}
+		for _, l := range mf.GetMetric()[0].GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["num_gpu_blocks"] != "1000" || labels["block_size"] != "16" || labels["engine"] != "0" ||
+			labels["enable_prefix_caching"] != "True" {
+			t.Fatalf("labels %v, want num_gpu_blocks 1000, block_size 16, engine 0, enable_prefix_caching True", labels)
+		}
+		return
+	}
+	t.Fatal("no vllm:cache_config_info")
+}
+
+// The exposition a router scrapes gives the engine's capacity in tokens.
+func TestCacheConfigInfoScrapes(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Engine.NumBlocks = 1000
+	reg := prometheus.NewRegistry()
+	if _, err := New(cfg, reg, reg); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if got, err := upstream.ParseKVCapacity(rec.Body); err != nil || got != 16000 {
+		t.Fatalf("capacity %d, %v; want 1000 blocks × 16 = 16000", got, err)
 	}
 }

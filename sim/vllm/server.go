@@ -71,9 +71,11 @@ func New(cfg Config, reg prometheus.Registerer, gather prometheus.Gatherer) (*Se
 	if err != nil {
 		return nil, err
 	}
+	m := newMetrics(reg, cfg.Model, cfg.Engine.MaxModelLen, cfg.Engine.MaxNumBatchedTokens)
+	cacheConfigInfo(reg, cfg.Engine)
 	return &Server{
 		cfg:     cfg,
-		m:       newMetrics(reg, cfg.Model, cfg.Engine.MaxModelLen, cfg.Engine.MaxNumBatchedTokens),
+		m:       m,
 		gather:  gather,
 		epoch:   time.Now(),
 		wake:    make(chan struct{}, 1),

@@ -1,0 +1,121 @@
+package ring
+
+// K: the prompt tokens an endpoint's engine holds in its KV cache for the
+// requests in flight there, counted from the pick until the request ends
+// (P, the load, counts a prompt only until its first token). A recurring
+// group's shared prefix is counted once per endpoint while any request of
+// the group is in flight there, since the engine holds it once. A home, or
+// a candidate on the walk, takes a request only if both P's bound and K's
+// hold; K's bound is the engine's KV capacity where known
+// ([Endpoint.KVCapacity]), else, with [Config.KVAverage], c·average as for
+// P (see [Config.KVMinBound]).
+
+// GroupHolder reports whether a replica holds a request of group in
+// flight on endpoint id, so that a group's shared prefix is weighed once
+// per endpoint. [Inflight] implements it for this replica's own requests.
+type GroupHolder interface {
+	HoldsGroup(id string, group uint64) bool
+}
+
+// kvState is what a pick reads of K; the zero value bounds nothing.
+type kvState struct {
+	loads  Loads       // K per endpoint; nil: K is not bounded
+	cap    []int64     // KV capacity in tokens by ring index (nil or 0: unknown)
+	groups GroupHolder // nil: no group is held anywhere
+	bound  Bound       // c·average, for endpoints of unknown capacity
+	// average applies bound; else an unknown capacity bounds nothing
+	average bool
+}
+
+// fits reports whether endpoint i may hold a request of K weights pw of
+// group besides what it holds: an idle endpoint always may (the request
+// has to go somewhere); one of known capacity while K stays within it;
+// others while K stays within max(ceil(c·(total+w)/n), Min, 2w).
+func (k *kvState) fits(r *Ring, i, n int, pw *weights, group uint64) bool {
+	if k.loads == nil || (!k.average && len(k.cap) == 0) {
+		return true
+	}
+	id := r.ids[i]
+	held := k.loads.Load(id)
+	if held <= 0 {
+		return true
+	}
+	w := pw.kv
+	if pw.kvShared > 0 && (k.groups == nil || !k.groups.HoldsGroup(id, group)) {
+		w += pw.kvShared
+	}
+	w = max(w, 1)
+	if i < len(k.cap) && k.cap[i] > 0 {
+		return held+w <= k.cap[i]
+	}
+	return !k.average || held+w <= k.bound.Limit(k.loads.Total(), w, n)
+}
+
+// KV returns the view of this replica's K counters: [Loads] in prompt
+// tokens held in KV cache (see the package's K).
+func (f *Inflight) KV() Loads { return kvView{f} }
+
+type kvView struct{ f *Inflight }
+
+func (v kvView) Load(id string) int64 {
+	if c := (*v.f.counters.Load())[id]; c != nil {
+		return c.kv.Load()
+	}
+	return 0
+}
+
+func (v kvView) Total() int64 { return v.f.kvTotal.Load() }
+
+// KVCounts returns a copy of the non-zero K counts, for gossip and
+// debugging.
+func (f *Inflight) KVCounts() map[string]int64 {
+	out := map[string]int64{}
+	for id, c := range *f.counters.Load() {
+		if n := c.kv.Load(); n != 0 {
+			out[id] = n
+		}
+	}
+	return out
+}
+
+// HoldsGroup reports whether a request of group is in flight on id.
+func (f *Inflight) HoldsGroup(id string, group uint64) bool {
+	c := (*f.counters.Load())[id]
+	if c == nil || group == 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.groups[group] > 0
+}
+
+// addKV counts a request's K on c: its own part, and its group's shared
+// part if no other request of the group is in flight there.
+func (c *counter) addKV(own int64, group uint64, shared int64) {
+	if group != 0 && shared > 0 {
+		c.mu.Lock()
+		if c.groups == nil {
+			c.groups = map[uint64]int{}
+		}
+		if c.groups[group]++; c.groups[group] == 1 {
+			own += shared
+		}
+		c.mu.Unlock()
+	}
+	c.kv.Add(own)
+	c.kvTotal.Add(own)
+}
+
+// releaseKV undoes addKV.
+func (c *counter) releaseKV(own int64, group uint64, shared int64) {
+	if group != 0 && shared > 0 {
+		c.mu.Lock()
+		if c.groups[group]--; c.groups[group] <= 0 {
+			delete(c.groups, group)
+			own += shared
+		}
+		c.mu.Unlock()
+	}
+	c.kv.Add(-own)
+	c.kvTotal.Add(-own)
+}

@@ -1,0 +1,214 @@
+package ring
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// acquireSettled acquires n requests of req and settles each (its first
+// token came back: a slow request, decoding), returning the count per
+// endpoint and the leases.
+func acquireSettled(t *testing.T, b *Balancer, req Request, n int) (map[string]int, []Lease) {
+	t.Helper()
+	per := map[string]int{}
+	var ls []Lease
+	for range n {
+		l, err := b.Acquire(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Settle()
+		per[l.Endpoint]++
+		ls = append(ls, l)
+	}
+	return per, ls
+}
+
+// TestKVBoundSpreadsSlowRequests: 16 concurrent slow requests on one key
+// over 4 endpoints of unknown KV capacity put no endpoint above
+// ceil(1.25·16/4)+1 = 6, under either signal: once their prefill is over
+// they weigh nothing in P, but they still hold their prompts in KV.
+func TestKVBoundSpreadsSlowRequests(t *testing.T) {
+	limit := int(math.Ceil(1.25*16/4)) + 1
+	for _, sig := range Signals {
+		cfg := DefaultConfig()
+		cfg.Signal, cfg.KVAverage = sig, true
+		if sig == SignalRequests {
+			cfg.MinBound = DefaultMinRequests
+		}
+		b, err := NewBalancer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.SetEndpoints([]string{"a", "b", "c", "d"}); err != nil {
+			t.Fatal(err)
+		}
+		per, _ := acquireSettled(t, b, Request{Key: 42, Keyed: true, Tokens: 1000}, 16)
+		for id, n := range per {
+			if n > limit {
+				t.Errorf("%s: %s holds %d of 16 requests, want <= %d (%v)", sig, id, n, limit, per)
+			}
+		}
+	}
+}
+
+// TestKVSharedPrefixCountedOnce: a group's shared prefix is counted once
+// per endpoint while any request of the group is in flight there, as the
+// engine holds it once; each request adds its own part.
+func TestKVSharedPrefixCountedOnce(t *testing.T) {
+	b, err := NewBalancer(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetEndpoints([]string{"a", "b"}); err != nil {
+		t.Fatal(err)
+	}
+	kv := b.Inflight().KV()
+	req := func(tokens int64) Request {
+		return Request{Key: 1, Keyed: true, Group: 7, SharedTokens: 1000, Tokens: tokens}
+	}
+	l1 := b.AcquireOn(req(1200), "a", DecisionHome)
+	l2 := b.AcquireOn(req(1300), "a", DecisionHome)
+	l3 := b.AcquireOn(req(1100), "b", DecisionHome)
+	if got := kv.Load("a"); got != 1000+200+300 {
+		t.Fatalf("K(a) %d, want the shared 1000 once plus 200 and 300", got)
+	}
+	if got := kv.Total(); got != 1500+1100 {
+		t.Fatalf("K total %d, want 2600", got)
+	}
+	l1.Release()
+	l1.Release()
+	if got := kv.Load("a"); got != 1300 {
+		t.Fatalf("K(a) %d after one release, want 1300: the shared part stays while l2 runs", got)
+	}
+	l2.Release()
+	l3.Release()
+	if a, tot := kv.Load("a"), kv.Total(); a != 0 || tot != 0 {
+		t.Fatalf("K(a) %d, total %d after every release, want 0 0", a, tot)
+	}
+}
+
+// TestKVCapacityBoundsTheHome: where an endpoint's KV capacity is known,
+// K is bounded by it rather than by c·average: the home keeps a request
+// that fits its memory, and refuses one that does not.
+func TestKVCapacityBoundsTheHome(t *testing.T) {
+	for _, tc := range []struct {
+		capacity int64
+		wantHome bool
+	}{
+		{0, false},      // unknown: c·average, ceil(1.25·4000/4) = 1250 < 3000+1000
+		{100_000, true}, // the engine holds it
+		{3500, false},   // it does not
+	} {
+		b, err := NewBalancer(kvAverage())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var eps []Endpoint
+		for _, id := range []string{"a", "b", "c", "d"} {
+			eps = append(eps, Endpoint{ID: id, Healthy: true, KVCapacity: tc.capacity})
+		}
+		if err := b.Update(eps); err != nil {
+			t.Fatal(err)
+		}
+		home, _ := b.Home(9)
+		for range 3 {
+			b.AcquireOn(Request{Key: 9, Keyed: true, Tokens: 1000}, home, DecisionHome).Settle()
+		}
+		l, err := b.Acquire(Request{Key: 9, Keyed: true, Tokens: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (l.Endpoint == home) != tc.wantHome {
+			t.Errorf("capacity %d: went to %s (%v), want home=%v", tc.capacity, l.Endpoint, l.Decision, tc.wantHome)
+		}
+	}
+}
+
+// TestSetKVLoads: the K bound reads the view it is given (gossip's
+// cluster-wide one), not only this replica's counters.
+func TestSetKVLoads(t *testing.T) {
+	b, err := NewBalancer(kvAverage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetEndpoints([]string{"a", "b", "c", "d"}); err != nil {
+		t.Fatal(err)
+	}
+	home, _ := b.Home(5)
+	req := Request{Key: 5, Keyed: true, Tokens: 100}
+	if l, _ := b.Acquire(req); l.Endpoint != home {
+		t.Fatalf("idle fleet: went to %s, want home %s", l.Endpoint, home)
+	}
+	b.SetKVLoads(mapLoads{home: 50_000})
+	if l, _ := b.Acquire(req); l.Endpoint == home {
+		t.Fatalf("home holds 50000 KV tokens of 50000 cluster-wide: still took the request")
+	}
+}
+
+// TestHomeSlackIsBounded: over one view of the loads (sequential picks),
+// an endpoint that takes a request by affinity (home or spill) ends at
+// most at P's limit for the request's weight plus, at the home only, the
+// request's cached tokens (its slack: Tokens - NewTokens, never more than
+// Tokens), and K at most at max(ceil(c·(K total + w)/n), 2w) for its K
+// weight w, or w alone on an endpoint that held nothing. A fallback (no
+// candidate within both bounds) goes to the least P-loaded endpoint and is
+// bounded by neither; it is counted, not checked.
+func TestHomeSlackIsBounded(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	cfg := kvAverage()
+	cfg.MinBound = 0
+	ids := fleet(6, 0)
+	b := tokensBalancer(t, cfg, ids...)
+	f, kv := b.Inflight(), b.Inflight().KV()
+	kb := Bound{LoadFactor: cfg.LoadFactor, Own: 1}
+	var held []Lease
+	fallbacks := 0
+	for range 5000 {
+		if len(held) > 0 && rng.IntN(2) == 0 {
+			k := rng.IntN(len(held))
+			if rng.IntN(2) == 0 {
+				held[k].Settle()
+			} else {
+				held[k].Release()
+				held = append(held[:k], held[k+1:]...)
+			}
+			continue
+		}
+		tokens := int64(100 + rng.IntN(4000))
+		req := Request{Key: uint64(rng.IntN(20)), Keyed: true, Tokens: tokens, NewTokens: 1 + rng.Int64N(tokens)}
+		pTotal, kTotal := f.Total(), kv.Total()
+		l, err := b.Acquire(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+		if l.Decision == DecisionFallback {
+			fallbacks++
+			continue
+		}
+		pLimit := cfg.bound().Limit(pTotal, tokens, len(ids))
+		if l.Decision == DecisionHome {
+			pLimit = cfg.bound().Limit(pTotal, req.NewTokens, len(ids)) + tokens - req.NewTokens
+		}
+		if p := f.Load(l.Endpoint); p > pLimit {
+			t.Fatalf("%v: P %d on %s, limit %d", l.Decision, p, l.Endpoint, pLimit)
+		}
+		if k, lim := kv.Load(l.Endpoint), kb.Limit(kTotal, tokens, len(ids)); k > lim && k != tokens {
+			t.Fatalf("%v: K %d on %s, limit %d", l.Decision, k, l.Endpoint, lim)
+		}
+	}
+	if fallbacks == 5000 {
+		t.Fatal("every pick fell back")
+	}
+	t.Logf("%d fallbacks", fallbacks)
+}
+
+// kvAverage is the default with K bounded by c·average where the capacity
+// is unknown.
+func kvAverage() Config {
+	c := DefaultConfig()
+	c.KVAverage = true
+	return c
+}
