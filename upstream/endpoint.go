@@ -62,13 +62,3 @@ func ParseEndpoint(raw string) (ep Endpoint, stripped bool, err error) {
 	}
 	return Endpoint{ID: u.String(), URL: u, Name: label}, stripped, nil
 }
-
-// endpointOf rebuilds an endpoint from its ID alone, as another replica
-// announced it: its name is its host:port.
-func endpointOf(id string) (Endpoint, error) {
-	ep, _, err := ParseEndpoint(id)
-	if err == nil && ep.ID != id {
-		err = fmt.Errorf("endpoint %q is not canonical (%q)", id, ep.ID)
-	}
-	return ep, err
-}

@@ -82,6 +82,7 @@ type Set struct {
 	sources map[string][]Endpoint
 	local   []Endpoint        // union of the sources, by ID
 	checks  map[string]*check // by ID: local or routed endpoints only
+	unnamed map[string]bool   // endpoints the verdict names and no local source does
 	verdict *verdict          // the arbiter's, nil before the first
 	gen     uint64
 	// panicking: the last snapshot routed every endpoint as healthy.
@@ -264,23 +265,29 @@ func (s *Set) rebuildLocked() {
 		local[ep.ID] = ep
 	}
 	var routed []State
+	unnamed := map[string]bool{} // verdict endpoints not routed, warned once each
 	if s.arbiter == nil || s.verdict == nil {
 		for _, ep := range s.local {
 			routed = append(routed, State{Endpoint: ep, Healthy: !s.checks[ep.ID].out()})
 		}
 	} else {
 		for _, id := range s.verdict.endpoints {
+			// Defence in depth: the cluster may take endpoints out of this
+			// replica's set, never put one in that neither its own
+			// discovery nor the (authenticated) workers API named. A peer
+			// that holds the gossip key cannot point it at its own server.
 			ep, ok := local[id]
 			if !ok {
-				var err error
-				if ep, err = endpointOf(id); err != nil {
-					s.log.Warn("cluster verdict names an endpoint this replica cannot route to", "endpoint", id, "err", err)
-					continue
+				if !s.unnamed[id] {
+					s.log.Warn("cluster verdict names an endpoint this replica's discovery does not; not routed", "endpoint", id)
 				}
+				unnamed[id] = true
+				continue
 			}
 			routed = append(routed, State{Endpoint: ep, Healthy: !s.verdict.down[id]})
 		}
 	}
+	s.unnamed = unnamed
 	observed := map[string]bool{}
 	for id := range local {
 		observed[id] = true

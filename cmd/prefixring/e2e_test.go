@@ -26,7 +26,9 @@ import (
 
 func startRouter(t *testing.T, args ...string) *e2eproc.Proc {
 	t.Helper()
-	return e2etest.Serve(t, "router", append([]string{"--health-interval", "200ms"}, args...)...)
+	// --routing-headers-address: the tests match X-Prefixring-Endpoint to
+	// their upstreams' host:port.
+	return e2etest.Serve(t, "router", append([]string{"--health-interval", "200ms", "--routing-headers-address"}, args...)...)
 }
 
 // upstreamFleet is n upstreams that answer after delay, or as handler says.

@@ -31,7 +31,10 @@ func startServe(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
 	// No drain delay: a replica leaves the cluster once it has drained,
 	// and these tests watch the leave, not the drain.
-	args = append([]string{"--health-interval", "200ms", "--node-name", name, "--log-level", "info", "--drain-delay", "0s"}, args...)
+	// --routing-headers-address: the tests match X-Prefixring-Endpoint to
+	// their upstreams' host:port.
+	args = append([]string{"--health-interval", "200ms", "--node-name", name, "--log-level", "info", "--drain-delay", "0s",
+		"--routing-headers-address"}, args...)
 	return &proc{Proc: e2etest.Serve(t, name, args...), name: name}
 }
 
