@@ -279,6 +279,12 @@ const workersToken = "chaos-admin-token"
 // StartReplica starts (or restarts) replica i with endpoints as its
 // static list, joining the others, and returns once it serves.
 func (c *Cluster) StartReplica(i int, endpoints []string) error {
+	return c.StartReplicaWith(i, endpoints, nil)
+}
+
+// StartReplicaWith is StartReplica with the replica's configuration
+// changed by mutate first (a stranger without the key, another setting).
+func (c *Cluster) StartReplicaWith(i int, endpoints []string, mutate func(*router.Config)) error {
 	name := fmt.Sprintf("r%d", i)
 	log := c.log.With("replica", name)
 	mt, err := c.Gossip.Transport(gossipAddr(i))
@@ -294,7 +300,11 @@ func (c *Cluster) StartReplica(i int, endpoints []string) error {
 		_ = ln.Close()
 		return err
 	}
-	rt, err := router.New(c.routerConfig(i, endpoints, mt), router.Options{
+	rc := c.routerConfig(i, endpoints, mt)
+	if mutate != nil {
+		mutate(&rc)
+	}
+	rt, err := router.New(rc, router.Options{
 		Log: log, Registry: prometheus.NewRegistry(), Transport: c.transport(),
 		Listener: ln, AdminListener: aln, Seed: c.cfg.Seed + uint64(i),
 	})
