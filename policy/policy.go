@@ -257,8 +257,8 @@ func (p *Session) Acquire(req ring.Request) (ring.Lease, error) {
 
 // DualMap gives each key two homes, by two independent hashes, and sends
 // the request to the one with fewer requests in flight (ties: the first),
-// the two-choice scheme of DualMap (arXiv 2602.06502) as the study issue
-// describes it: affinity to one of two places, balance between them.
+// the two-choice scheme of DualMap (arXiv 2602.06502): affinity to one of
+// two places, balance between them.
 type DualMap struct {
 	hash     Hasher
 	eps      Endpoints

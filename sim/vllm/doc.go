@@ -12,7 +12,7 @@
 //     closes mid-stream, for chaos tests.
 //
 // Errors have vLLM's shape ({"error": {"message", "type", "param", "code"}},
-// vLLM PR #22099) and status. Handlers never block the engine goroutine:
+// since vLLM 0.10.2, github.com/vllm-project/vllm/pull/22099) and status. Handlers never block the engine goroutine:
 // they are told of new tokens through a one-slot channel and, when they fall
 // behind, send the tokens they missed in one chunk, as vLLM's output
 // handler merges deltas for a slow client.

@@ -13,8 +13,8 @@ import (
 // whose --endpoints differ, as during a DNS lag or a rolling config change:
 // r1 lacks the fourth upstream, which the majority lists, so r1 routes to
 // it on the cluster's verdict without having discovered it. r1's leases
-// there must count in every replica's bound (before issue 7 they were
-// gossiped only for discovered endpoints: 5 leases held, the bound read 0).
+// there must count in every replica's bound (gossiping leases only for
+// discovered endpoints would lose them: 5 leases held, the bound read 0).
 func TestMismatchedEndpointListsKeepEveryLeaseCounted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
