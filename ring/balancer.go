@@ -111,8 +111,9 @@ type snapshot struct {
 // Endpoint is one endpoint of an update: its ID, whether it may take
 // requests, and its engine's KV capacity in tokens where known (0:
 // unknown), which bounds K there: vLLM's vllm:cache_config_info
-// num_gpu_blocks × block_size (see upstream.ParseKVCapacity), or an
-// operator's --kv-capacity.
+// num_gpu_blocks × block_size (see upstream.ParseKVCapacity). The fleet
+// simulator sets it; prefixring serve does not yet, so there K is bounded
+// only with [Config.KVAverage].
 type Endpoint struct {
 	ID         string
 	Healthy    bool
