@@ -1,12 +1,3 @@
-// Package policy holds the routing policies prefixring can run, behind the
-// one Picker interface that the proxy and the fleet simulator both use.
-// "chwbl" is prefixring's own (the ring.Balancer, with gossiped loads when
-// gossip is on); the others are the baselines an operator compares it
-// with: round-robin (what a plain load balancer does), random (a
-// Kubernetes Service), least-load (join the shortest queue) and p2c (power
-// of two choices). They ignore the affinity key but read the same
-// endpoint set, health and loads as chwbl, and count their requests in the
-// same counters, so metrics, /debug/ring and gossip see every policy alike.
 package policy
 
 import (
@@ -154,8 +145,10 @@ func (p *Random) Acquire(req ring.Request) (ring.Lease, error) {
 	return p.eps.AcquireOn(req, c[i].ID, ring.DecisionFallback), nil
 }
 
-// LeastLoad sends each request to the usable endpoint with the fewest
-// requests in flight; ties go to each in turn.
+// LeastLoad sends each request to the usable endpoint with the lowest load
+// in the balancer's signal (prompt tokens awaiting their first token under
+// serve's default, requests in flight under --load-signal requests); ties
+// go to each in turn.
 type LeastLoad struct {
 	eps  Endpoints
 	next atomic.Uint64
@@ -178,7 +171,8 @@ func (p *LeastLoad) Acquire(req ring.Request) (ring.Lease, error) {
 }
 
 // P2C draws two distinct usable endpoints and sends the request to the
-// one with fewer requests in flight (Mitzenmacher's power of two choices).
+// one with the lower load, in the balancer's signal as for [LeastLoad]
+// (Mitzenmacher's power of two choices).
 type P2C struct {
 	eps Endpoints
 	rng *lockedRand
@@ -256,9 +250,10 @@ func (p *Session) Acquire(req ring.Request) (ring.Lease, error) {
 }
 
 // DualMap gives each key two homes, by two independent hashes, and sends
-// the request to the one with fewer requests in flight (ties: the first),
-// the two-choice scheme of DualMap (arXiv 2602.06502) as the study issue
-// describes it: affinity to one of two places, balance between them.
+// the request to the one with the lower load in the balancer's signal
+// (ties: the first),
+// the two-choice scheme of DualMap (arXiv 2602.06502): affinity to one of
+// two places, balance between them.
 type DualMap struct {
 	hash     Hasher
 	eps      Endpoints

@@ -15,8 +15,8 @@ import (
 // part of a large body and stalls holds its share; a request that would
 // exceed the budget gets 503 with Retry-After in OpenAI's shape, and once
 // the stalled client is gone, requests pass again. Before the fix any
-// number of stalled clients each held up to MaxBodyBytes (8 clients held
-// 359 MB in issue 19).
+// number of stalled clients each held up to MaxBodyBytes (8 stalled clients
+// held 359 MB in one measurement).
 func TestBufferedBodiesHaveATotalBudget(t *testing.T) {
 	f := newFixture(t, 1, func(c *Config) { c.MaxBufferedBodyBytes, c.MaxBodyBytes = 64<<10, 64<<10 })
 	c, err := net.Dial("tcp", f.srv.addr)

@@ -1,6 +1,6 @@
 // Package proxy is the HTTP path of a prefixring replica: it reads a
-// request's body once, derives its affinity key, leases an endpoint from a
-// [Picker], and forwards the request through net/http/httputil.ReverseProxy
+// request's body once, derives its affinity key ([Keyer]), leases an
+// endpoint from a [policy.Picker], and forwards the request through net/http/httputil.ReverseProxy
 // over one shared net/http Transport ([NewTransport]). Server-sent event
 // streams pass through and are flushed per event.
 //

@@ -12,8 +12,8 @@ import (
 // TestTriesOnAHungEndpointAreAbandonedWhenItsProbesFail: an endpoint that
 // accepts connections and answers nothing, its health probe included, holds
 // a request only until its probes eject it; the request then goes to the
-// key's next candidate and succeeds, long before --upstream-timeout. (Before
-// issue 7 a hang held the client until the client gave up.)
+// key's next candidate and succeeds, long before --upstream-timeout. (Without
+// that, a hang holds the client until the client gives up.)
 func TestTriesOnAHungEndpointAreAbandonedWhenItsProbesFail(t *testing.T) {
 	f := newFixtureWith(t, 2, fixtureOpts{
 		cfg:    func(c *Config) { c.UpstreamTimeout, c.RetryTimeout = time.Hour, time.Hour },

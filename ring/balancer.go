@@ -13,20 +13,20 @@ import (
 type Config struct {
 	// LoadFactor is c in the bound: an endpoint takes a request while it
 	// holds less than ceil(c*(total+w)/n) load, w its weight; >= 1.
-	// Default 1.25 (docs/study.md, "The bound").
+	// Default 1.25 (docs/study.md, "Question 2").
 	LoadFactor float64
 	// MinBound lets every endpoint hold MinBound load whatever the total
 	// (see [Bound]), in the Signal's unit; 0 is the textbook bound. Default
 	// 16384 tokens: at low load the relative bound would spill a home's
 	// second prompt, though an engine prefills 8192 tokens a step
-	// (docs/study.md, "The bound"); under [SignalRequests] use
+	// (docs/study.md, "Question 2"); under [SignalRequests] use
 	// [DefaultMinRequests].
 	MinBound int64
 	// Placement places partitions on endpoints; it must match on every
 	// replica of a cluster.
 	Placement PlacementConfig
 	// Signal is the unit of load; every replica of a cluster must use the
-	// same. Default [SignalTokens] (docs/study.md, "The load signal").
+	// same. Default [SignalTokens] (docs/study.md, "Question 2").
 	Signal Signal
 	// KVMinBound lets every endpoint of unknown KV capacity hold that many
 	// KV tokens (K) whatever the total; 0 (the default) is the textbook
@@ -111,8 +111,9 @@ type snapshot struct {
 // Endpoint is one endpoint of an update: its ID, whether it may take
 // requests, and its engine's KV capacity in tokens where known (0:
 // unknown), which bounds K there: vLLM's vllm:cache_config_info
-// num_gpu_blocks × block_size (see upstream.ParseKVCapacity), or an
-// operator's --kv-capacity.
+// num_gpu_blocks × block_size (see upstream.ParseKVCapacity). The fleet
+// simulator sets it; prefixring serve does not yet, so there K is bounded
+// only with [Config.KVAverage].
 type Endpoint struct {
 	ID         string
 	Healthy    bool

@@ -60,9 +60,10 @@
 // other's placements late can: see gossip/DESIGN.md.
 //
 // K's bound is the endpoint's KV capacity in tokens where known
-// ([Endpoint.KVCapacity], from vllm:cache_config_info or an operator),
-// else max(ceil(c · (K total + w) / n), [Config.KVMinBound], 2w) for a
-// request of K weight w; an endpoint holding nothing takes any prompt.
+// ([Endpoint.KVCapacity], from vllm:cache_config_info), else, with
+// [Config.KVAverage] (off by default), max(ceil(c · (K total + w) / n),
+// [Config.KVMinBound], 2w) for a request of K weight w; otherwise K is not
+// bounded there. An endpoint holding nothing takes any prompt.
 //
 // # The worst case, with one view of the loads
 //
@@ -72,9 +73,9 @@
 //     the cached tokens Tokens - NewTokens (< Tokens): above c · average
 //     by at most max(Min, (1+Own)·w) + Tokens, one request's prompt twice
 //     over besides the floor;
-//   - K: its capacity where known; else max(ceil(c · (K total + w) / n),
-//     KVMinBound, 2w), or w on an idle endpoint: above c · average by at
-//     most 2w + KVMinBound.
+//   - K: its capacity where known; else, with KVAverage,
+//     max(ceil(c · (K total + w) / n), KVMinBound, 2w), or w on an idle
+//     endpoint: above c · average by at most 2w + KVMinBound.
 //
 // A fallback (no candidate within both bounds) goes to the least P-loaded
 // endpoint and is bounded by neither (TestHomeSlackIsBounded checks the

@@ -140,7 +140,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("workers API %q: want admin, public or off", c.Workers.Mode)
 	}
 	if !slices.Contains(policy.Names, c.Policy) {
-		return fmt.Errorf("policy %q: want one of %s", c.Policy, strings.Join(policy.Names, ", "))
+		return fmt.Errorf("unknown policy %q (known: %s)", c.Policy, strings.Join(policy.Names, ", "))
 	}
 	if err := c.Ring.Validate(); err != nil {
 		return err

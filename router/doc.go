@@ -4,10 +4,12 @@
 // HTTP path, the admin routes, and the drain.
 //
 // [New] assembles a replica from a [Config] (what `prefixring serve`'s
-// flags say) and [Options] (what a test or another host injects: the
-// listeners, the transport to the endpoints, the gossip transport, the
-// registry, the clock-free seed); [Replica.Run] runs it until its context
-// ends, then drains. The binary and the chaos harness run this same type,
+// flags say; a test puts an in-memory memberlist transport in
+// Config.Gossip.Transport) and [Options] (what a test or another host
+// injects: the listeners, the transport to the endpoints, the DNS
+// resolver, the registry, the logger, the random policies' seed, the
+// reload signal); [Replica.Run] runs it until its context ends, then
+// drains. The binary and the chaos harness run this same type,
 // so the chaos suite tests the router that ships.
 //
 // The assembly order matters and is written once, in [New] and

@@ -262,8 +262,16 @@ func (r *Replica) startSources(bg context.Context, wg *sync.WaitGroup) error {
 	reread := make(chan struct{}, 1)
 	if s.File != "" {
 		src := upstream.FileSource{Path: s.File, Reread: reread}
-		if _, err := src.Load(); err != nil {
+		eps, err := src.Load()
+		if err != nil {
 			return fmt.Errorf("endpoints file: %w", err)
+		}
+		// Applied before the first dispatch is awaited, so the replica
+		// serves with the file's endpoints from its first request.
+		if len(eps) > 0 {
+			if err := r.endpoints.SetSource("file", eps); err != nil {
+				return fmt.Errorf("endpoints file: %w", err)
+			}
 		}
 		wg.Go(func() { src.Watch(bg, s.FileInterval, r.endpoints, r.log) })
 	}

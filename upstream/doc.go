@@ -1,5 +1,31 @@
 // Package upstream keeps the set of inference endpoints a replica routes to
-// and their health: the endpoint list ([Endpoints], static or re-resolved
-// from DNS by [DNSSource]), and active and passive health checking
-// ([Health]).
+// and their health, with one owner of that state: [Set].
+//
+// Sources each hand the set their own list through [Set.SetSource] (the
+// [Sink] they write to): the static --endpoints, [DNSSource] (A/AAAA
+// records of a headless Service, or SRV records, re-resolved by
+// [DNSSource.Watch]), [FileSource] (an endpoints file, re-read on a tick or
+// at once on a signal) and the registered workers. The routed set is their
+// union, each entry parsed by [ParseEndpoint] (a URL, host:port or
+// label=url).
+//
+// Health ([HealthConfig]): active probes of each endpoint's /health, and
+// passive observations of the requests ([Set.ObserveSuccess],
+// [Set.ObserveFailure], [Set.ObserveServerError]). FailureThreshold
+// consecutive failures of either, counted apart, eject an endpoint. One out
+// by its probes returns at its first passing probe; one ejected by failed
+// requests stays out for a time that grows with repeated ejections, and
+// only MaxEjectionPercent of the endpoints may be out that way at once.
+// Below PanicThreshold healthy, every endpoint is routed. A 5xx that a second endpoint repeats
+// for the same request is the request's fault and counts against neither.
+// With gossip, an [Arbiter] turns this replica's observations into the
+// cluster's verdict, handed back through [Set.ApplyVerdict].
+//
+// Every change builds an immutable [Snapshot], swapped in atomically and
+// handed to subscribers in order on one goroutine ([Set.Run]). An endpoint
+// that leaves the set finishes the tries it holds ([Set.Hold]); only one
+// that stops answering its probes at all has them abandoned.
+//
+// [ParseKVCapacity] reads an engine's KV capacity from vLLM's
+// vllm:cache_config_info, for the ring's bound on K.
 package upstream

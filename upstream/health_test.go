@@ -81,8 +81,8 @@ func fastHealth() HealthConfig {
 // TestEjectedEndpointThatLeavesAndReturnsIsUsedAgain is the Kubernetes path
 // crash -> NotReady -> Ready: an ejected endpoint drops out of discovery and
 // comes back healthy at the same address. It starts afresh: its old
-// ejection does not outlive it. (Before issue 7 the balancer kept it down
-// for good.)
+// ejection does not outlive it. (A balancer that kept ejections by
+// address would keep it down for good.)
 func TestEjectedEndpointThatLeavesAndReturnsIsUsedAgain(t *testing.T) {
 	s := newTestSet(t, fastHealth(), newFakeNet())
 	_ = s.SetSource("dns", []string{"http://a:1", "http://b:1"})

@@ -24,10 +24,10 @@ func chaosCommand() *cli.Command {
 			"network namespace of its own and tc netem cuts or degrades the gossip links; everything created is\n" +
 			"removed at the end, also on Ctrl-C. Exits 1 when an invariant broke.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "scenario", Usage: "comma list of scenarios (default all): " + strings.Join(proc.Names(), ", ")},
-			&cli.StringFlag{Name: "netns", Value: "auto", Usage: "auto (when root with iproute2), on or off"},
-			&cli.StringFlag{Name: "json", Usage: "also write the rows as JSON to this file"},
-			&cli.BoolFlag{Name: "v", Usage: "show the processes' logs"},
+			&cli.StringFlag{Name: "scenario", EnvVars: env("chaos-scenario"), Usage: "comma list of scenarios (default all): " + strings.Join(proc.Names(), ", ")},
+			&cli.StringFlag{Name: "netns", EnvVars: env("chaos-netns"), Value: "auto", Usage: "auto (when root with iproute2), on or off"},
+			&cli.StringFlag{Name: "json", EnvVars: env("chaos-json"), Usage: "also write the rows as JSON to this file"},
+			&cli.BoolFlag{Name: "v", EnvVars: env("chaos-v"), Usage: "show the processes' logs"},
 		},
 		Action: runChaos,
 	}

@@ -20,8 +20,10 @@ func newApp() *cli.App {
 	return &cli.App{
 		Name:  "prefixring",
 		Usage: "prefix-affinity router for fleets of LLM inference servers",
-		Description: "Every flag can also be set through the environment variable named in its help " +
-			"(PREFIXRING_ followed by the flag name in upper case, dashes as underscores).",
+		Description: "Every flag can also be set through the environment variable named in its help: " +
+			"PREFIXRING_ and the flag name in upper case, dashes as underscores, for serve (--load-factor: " +
+			"PREFIXRING_LOAD_FACTOR); for the other commands the command's name comes first " +
+			"(sim --kv-blocks: PREFIXRING_SIM_KV_BLOCKS, eval --seed: PREFIXRING_EVAL_SEED).",
 		Commands: []*cli.Command{
 			serveCommand(),
 			simCommand(),

@@ -6,7 +6,7 @@
 // The package does no I/O, starts no goroutines and reads no clock: time is a
 // time.Duration on the caller's clock, passed in. Two drivers share it: the
 // wall-clock HTTP server in package sim/vllm and the discrete-event fleet
-// simulator in package sim. A driver repeatedly calls Begin (plan one step and
+// simulator in package sim/fleet. A driver repeatedly calls Begin (plan one step and
 // learn how long it takes) and, once that much time has passed on its clock,
 // End (apply the step: tokens computed, first tokens, finished requests).
 //

@@ -31,7 +31,7 @@ var keyDesigns = map[string]keyDesign{
 	"shared-skip-flat": {cfg: prefix.DefaultConfig(), sketch: true,
 		doc: "shared-skip without the group spread: the request's key alone, over all engines"},
 	"two-level-2": {cfg: prefix.DefaultConfig(), sketch: true, spread: 2,
-		doc: "shared-skip with a tight group spread, about 2·n·s engines per shared part: the two-level key the study issue proposes (the shared part chooses a small set of engines, sized by its traffic; the conversation chooses within it)"},
+		doc: "shared-skip with a tight group spread, about 2·n·s engines per shared part: a two-level key (the shared part chooses a small set of engines, sized by its traffic; the conversation chooses within it)"},
 	"first-4096": {cfg: prefix.Config{MaxChars: 4096, PromptChars: 4096, SharedChars: 0},
 		doc: "the key before the study: the first 4096 characters of the prompt (completions) or of the first user message (chat), no sketch"},
 	"first-256": {cfg: prefix.Config{MaxChars: 4096, PromptChars: 256, SharedChars: 0},

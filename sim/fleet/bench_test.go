@@ -15,10 +15,11 @@ const conversationTrace = "../../shared/traces/mooncake/conversation_trace.jsonl
 
 // BenchmarkMooncakeConversation replays the Mooncake conversation trace
 // (12,031 requests over an hour, ~145 M input tokens) over 8 engines behind
-// the production CHWBL balancer, keyed on the first 1024 tokens. The issue's
-// budget is 30 s per replay on the 2-core reference machine.
+// the production CHWBL balancer, keyed on the first 1024 tokens. Its budget
+// is 30 s per replay on the 2-core reference machine, so that the study's
+// trace runs stay affordable.
 //
-//	go test ./sim -run '^$' -bench MooncakeConversation -benchtime 1x
+//	go test ./sim/fleet -run '^$' -bench MooncakeConversation -benchtime 1x
 func BenchmarkMooncakeConversation(b *testing.B) {
 	f, err := os.Open(conversationTrace)
 	if err != nil {

@@ -1,4 +1,4 @@
-// Package sim is a discrete-event fleet simulator for routing-policy
+// Package fleet is a discrete-event fleet simulator for routing-policy
 // studies: N engines from package engine, driven by a virtual clock, behind
 // a routing policy plugged in through the same one-method Picker the proxy
 // uses, so CHWBL in a simulation is the production ring code.

@@ -1,5 +1,5 @@
-// Package vllm serves simulated vLLM engines over HTTP: the embedded
-// default backend of prefixring. One Server wraps one engine.Engine, driven
+// Package vllm serves simulated vLLM engines over HTTP (`prefixring sim`,
+// the demo's and the tests' engines). One Server wraps one engine.Engine, driven
 // by the wall clock from a single goroutine that sleeps until each step's
 // computed end, and speaks vLLM's OpenAI-compatible API:
 //
@@ -12,8 +12,8 @@
 //     closes mid-stream, for chaos tests.
 //
 // Errors have vLLM's shape ({"error": {"message", "type", "param", "code"}},
-// vLLM PR #22099) and status. Handlers never block the engine goroutine:
-// they are told of new tokens through a one-slot channel and, when they fall
+// since vLLM 0.10.2, github.com/vllm-project/vllm/pull/22099) and status.
+// Handlers never block the engine goroutine: they are told of new tokens through a one-slot channel and, when they fall
 // behind, send the tokens they missed in one chunk, as vLLM's output
 // handler merges deltas for a slow client.
 package vllm

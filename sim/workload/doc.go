@@ -1,7 +1,7 @@
 // Package workload defines the request streams every measure of prefixring
 // replays: the fleet simulator's studies (`prefixring eval`), the real-time
-// load generator (`prefixring load`), the demo and the chaos scenarios all
-// take their traffic from here, so a number measured in virtual time and
+// load generator (`prefixring load`) and the demo take their traffic from
+// here (the chaos scenarios generate their own chats, in chaos/load.go), so a number measured in virtual time and
 // one measured against real servers come from the same requests.
 //
 // A workload is a list of [Session]s: a single request, a conversation, or
