@@ -17,6 +17,9 @@ import (
 type State struct {
 	Endpoint
 	Healthy bool
+	// KVCapacity is the engine's KV cache capacity in tokens, an
+	// operator's or scraped from the engine (see [KVConfig]); 0: unknown.
+	KVCapacity int64
 }
 
 // Snapshot is an immutable view of the endpoints the replica routes to and
@@ -90,6 +93,12 @@ type Set struct {
 	// for telling a request's fault from an endpoint's (see
 	// ObserveServerError).
 	faults faultLedger
+	// kv is what is known of each discovered or routed endpoint's KV
+	// capacity; kvNew wakes the scraper for endpoints that just appeared.
+	kv       map[string]*kvEntry
+	kvCfg    KVConfig
+	kvClient *http.Client
+	kvNew    chan struct{}
 
 	snap       atomic.Pointer[Snapshot]
 	dispatched atomic.Uint64 // the newest generation the subscribers have seen
@@ -133,11 +142,17 @@ type Options struct {
 	Arbiter Arbiter
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// KV is how the endpoints' KV capacities are learned; zero: they are
+	// not ([DefaultKVConfig] scrapes them).
+	KV KVConfig
 }
 
 // NewSet returns an empty set checked as cfg says.
 func NewSet(cfg HealthConfig, o Options) (*Set, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := o.KV.Validate(); err != nil {
 		return nil, err
 	}
 	if o.Transport == nil {
@@ -154,6 +169,8 @@ func NewSet(cfg HealthConfig, o Options) (*Set, error) {
 		client:  &http.Client{Transport: o.Transport, Timeout: cfg.Timeout},
 		sources: map[string][]Endpoint{}, checks: map[string]*check{}, alive: map[string]*aliveCtx{},
 		wake: make(chan struct{}, 1), probe: make(chan struct{}, 1),
+		kv: map[string]*kvEntry{}, kvCfg: o.KV, kvNew: make(chan struct{}, 1),
+		kvClient: &http.Client{Transport: o.Transport, Timeout: o.KV.Timeout},
 	}
 	s.snap.Store(&Snapshot{byID: map[string]int{}})
 	return s, nil
@@ -266,7 +283,7 @@ func (s *Set) rebuildLocked() {
 	var routed []State
 	if s.arbiter == nil || s.verdict == nil {
 		for _, ep := range s.local {
-			routed = append(routed, State{Endpoint: ep, Healthy: !s.checks[ep.ID].out()})
+			routed = append(routed, State{Endpoint: ep, Healthy: !s.checks[ep.ID].out(), KVCapacity: s.capacityLocked(ep)})
 		}
 	} else {
 		for _, id := range s.verdict.endpoints {
@@ -278,7 +295,7 @@ func (s *Set) rebuildLocked() {
 					continue
 				}
 			}
-			routed = append(routed, State{Endpoint: ep, Healthy: !s.verdict.down[id]})
+			routed = append(routed, State{Endpoint: ep, Healthy: !s.verdict.down[id], KVCapacity: s.capacityLocked(ep)})
 		}
 	}
 	observed := map[string]bool{}
@@ -298,6 +315,7 @@ func (s *Set) rebuildLocked() {
 			s.checks[id] = &check{}
 		}
 	}
+	s.trackKVLocked(observed, routed)
 	s.updateAliveLocked(routed)
 	panicking := s.panicLocked(routed)
 	s.gen++
@@ -447,7 +465,7 @@ func (s *Set) downLocked(observed map[string]bool) []string {
 
 func sameRouting(a, b *Snapshot) bool {
 	return slices.EqualFunc(a.Endpoints, b.Endpoints, func(x, y State) bool {
-		return x.ID == y.ID && x.Healthy == y.Healthy && x.Name == y.Name
+		return x.ID == y.ID && x.Healthy == y.Healthy && x.Name == y.Name && x.KVCapacity == y.KVCapacity
 	})
 }
 
@@ -457,6 +475,9 @@ func (s *Set) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.Dispatch(ctx) })
 	wg.Go(func() { s.probeLoop(ctx) })
+	if s.kvCfg.Scrape {
+		wg.Go(func() { s.kvLoop(ctx) })
+	}
 	wg.Wait()
 }
 
