@@ -243,9 +243,10 @@ func (s *Set) learnKV(id string, c int64, source string, err error) {
 		return
 	}
 	if err != nil {
-		if p := err.Error(); p != e.problem {
+		if p := problem(err); p != e.problem {
 			e.problem = p
-			s.log.Warn("KV capacity not read; keeping the last known", "endpoint", id, "capacity", e.scraped, "err", err)
+			s.log.Warn("KV capacity not read; keeping the last known", "endpoint", id, "capacity", e.scraped,
+				"problem", p, "err", err)
 		}
 		s.mu.Unlock()
 		return
@@ -276,7 +277,7 @@ func (s *Set) scrapeOne(ctx context.Context, u *url.URL) (int64, string, error) 
 		return c, source, nil
 	}
 	if s.kvCfg.PropsPath == "" {
-		return 0, "", problem(err)
+		return 0, "", err
 	}
 	perr := s.fetch(ctx, u.JoinPath(s.kvCfg.PropsPath), func(r io.Reader) (err error) {
 		c, err = ParseLlamaCppProps(r)
@@ -285,26 +286,28 @@ func (s *Set) scrapeOne(ctx context.Context, u *url.URL) (int64, string, error) 
 	if perr == nil {
 		return c, "llama.cpp", nil
 	}
-	return 0, "", problem(err)
+	if errors.Is(err, ErrNoKVCapacity) {
+		err = errNoCapacity
+	}
+	return 0, "", err
 }
 
-// problem names what went wrong in a few stable words, so the same
-// problem is logged once however its details vary.
-func problem(err error) error {
+// problem names what went wrong in a few stable words, so that one
+// problem is logged once however its details (addresses, timings) vary.
+func problem(err error) string {
 	var st statusError
-	switch {
-	case errors.Is(err, ErrNoKVCapacity):
-		return errNoCapacity
-	case errors.As(err, &st):
-		return fmt.Errorf("metrics answered %d", int(st))
-	case errors.Is(err, context.DeadlineExceeded):
-		return errors.New("metrics timed out")
-	}
 	var ue *url.Error
-	if errors.As(err, &ue) {
-		return fmt.Errorf("metrics unreachable: %s", ue.Op)
+	switch {
+	case errors.Is(err, errNoCapacity):
+		return "no capacity metric"
+	case errors.As(err, &st):
+		return fmt.Sprintf("metrics answered %d", int(st))
+	case errors.Is(err, context.DeadlineExceeded):
+		return "metrics timed out"
+	case errors.As(err, &ue):
+		return "metrics unreachable"
 	}
-	return err
+	return "metrics unreadable"
 }
 
 type statusError int
