@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,51 +40,60 @@ func ReadsBlocks(name string) bool { return name == "radix" || name == "score" }
 // ErrNoEndpoints is returned when no endpoint may take the request.
 var ErrNoEndpoints = ring.ErrNoEndpoints
 
-// New returns the policy called name over eps. chwbl is the picker given
-// (the balancer, or the gossip node wrapping it); seed drives the random
-// policies.
-func New(name string, chwbl Picker, eps Endpoints, seed uint64) (Picker, error) {
-	switch name {
-	case "chwbl":
+// Balancer is everything a policy reads and counts on besides chwbl's
+// picker: the usable endpoints and their loads ([Endpoints]), the ring's
+// unbounded placement ([Hasher]) and CHWBL bounded by this replica's own
+// counts ([LocalCHWBL]). *ring.Balancer implements it.
+type Balancer interface {
+	Endpoints
+	Hasher
+	LocalCHWBL
+}
+
+var _ Balancer = (*ring.Balancer)(nil)
+
+// New returns the policy called name. chwbl is the picker "chwbl" runs
+// (the balancer, or the gossip node wrapping it); bal is what the other
+// policies read and count on; seed drives the random policies.
+func New(name string, chwbl Picker, bal Balancer, seed uint64) (Picker, error) {
+	if name == "chwbl" {
 		if chwbl == nil {
 			return nil, errors.New("policy: chwbl needs the balancer")
 		}
 		return chwbl, nil
-	case "round-robin":
-		return &RoundRobin{eps: eps}, nil
-	case "random":
-		return &Random{eps: eps, rng: newLockedRand(seed, 0x7a11d)}, nil
-	case "least-load":
-		return &LeastLoad{eps: eps}, nil
-	case "p2c":
-		return &P2C{eps: eps, rng: newLockedRand(seed, 0x2c)}, nil
-	case "radix":
-		return NewRadix(eps, DefaultRadixConfig()), nil
-	case "score":
-		return NewScore(eps, DefaultScoreConfig()), nil
-	case "session", "chash", "dualmap", "prefix-key":
-		h, ok := eps.(Hasher)
-		if !ok {
-			return nil, fmt.Errorf("policy: %s needs the ring's placement", name)
-		}
-		ll := &LeastLoad{eps: eps}
-		switch name {
-		case "session":
-			return &Session{chash: &CHash{hash: h, fallback: ll}}, nil
-		case "chash":
-			return &CHash{hash: h, fallback: ll}, nil
-		case "prefix-key":
-			return &PrefixKey{chash: &CHash{hash: h, fallback: ll}}, nil
-		}
-		return &DualMap{hash: h, eps: eps, fallback: ll}, nil
-	case "chwbl-local":
-		l, ok := eps.(LocalCHWBL)
-		if !ok {
-			return nil, errors.New("policy: chwbl-local needs the balancer")
-		}
-		return localCHWBL{l}, nil
 	}
-	return nil, fmt.Errorf("policy: unknown policy %q (known: %s)", name, strings.Join(Names, ", "))
+	if !slices.Contains(Names, name) {
+		return nil, fmt.Errorf("policy: unknown policy %q (known: %s)", name, strings.Join(Names, ", "))
+	}
+	if bal == nil {
+		return nil, fmt.Errorf("policy: %s needs the balancer", name)
+	}
+	ll := &LeastLoad{eps: bal}
+	switch name {
+	case "round-robin":
+		return &RoundRobin{eps: bal}, nil
+	case "random":
+		return &Random{eps: bal, rng: newLockedRand(seed, 0x7a11d)}, nil
+	case "least-load":
+		return ll, nil
+	case "p2c":
+		return &P2C{eps: bal, rng: newLockedRand(seed, 0x2c)}, nil
+	case "radix":
+		return NewRadix(bal, DefaultRadixConfig()), nil
+	case "score":
+		return NewScore(bal, DefaultScoreConfig()), nil
+	case "session":
+		return &Session{chash: &CHash{hash: bal, fallback: ll}}, nil
+	case "chash":
+		return &CHash{hash: bal, fallback: ll}, nil
+	case "prefix-key":
+		return &PrefixKey{chash: &CHash{hash: bal, fallback: ll}}, nil
+	case "dualmap":
+		return &DualMap{hash: bal, eps: bal, fallback: ll}, nil
+	case "chwbl-local":
+		return localCHWBL{bal}, nil
+	}
+	return nil, fmt.Errorf("policy: %s is named but not built", name)
 }
 
 // candidates returns the usable endpoints, or ErrNoEndpoints.

@@ -266,3 +266,21 @@ func (f fixedLoads) Total() int64 {
 	}
 	return t
 }
+
+// Every policy but chwbl needs the balancer: New refuses to build one
+// without it rather than hand back a picker that panics at its first
+// request.
+func TestNewNeedsTheBalancer(t *testing.T) {
+	for _, name := range Names {
+		if name == "chwbl" {
+			continue
+		}
+		p, err := New(name, nil, nil, 1)
+		if err == nil {
+			t.Errorf("%s: built without a balancer (%T)", name, p)
+		}
+	}
+	if _, err := New("chwbl", nil, nil, 1); err == nil {
+		t.Error("chwbl: built without its picker")
+	}
+}

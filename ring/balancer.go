@@ -329,6 +329,10 @@ type EndpointStatus struct {
 	LocalLoad     int64  `json:"local_load"`     // this replica's own leases' load
 	LocalRequests int64  `json:"local_requests"` // this replica's own in-flight requests
 	Partitions    int    `json:"partitions"`     // partitions owned
+	// KV is K as its bound reads it: prompt tokens held in KV, in tokens;
+	// KVCapacity bounds it where known (0: unknown).
+	KV         int64 `json:"kv"`
+	KVCapacity int64 `json:"kv_capacity,omitempty"`
 }
 
 // Status returns every endpoint of the current snapshot, in ID order, and
@@ -343,6 +347,12 @@ func (b *Balancer) Status() ([]EndpointStatus, int64) {
 		out[i] = EndpointStatus{
 			ID: id, Healthy: s.state.Healthy(i), Load: s.state.load(id),
 			LocalLoad: b.inflight.Load(id), LocalRequests: b.inflight.Requests(id), Partitions: s.ring.owned[i],
+		}
+		if s.kv != nil {
+			out[i].KV = s.kv.Load(id)
+		}
+		if i < len(s.capacity) {
+			out[i].KVCapacity = s.capacity[i]
 		}
 	}
 	return out, s.state.Bound()

@@ -36,6 +36,9 @@ type Config struct {
 	Proxy  proxy.Config
 	Server proxy.ServerConfig
 	Health upstream.HealthConfig
+	// KV is how the endpoints' KV capacities, which bound K, are learned:
+	// scraped from the engines and an operator's overrides.
+	KV upstream.KVConfig
 	// Sources are where the endpoints come from, besides the workers API.
 	Sources Sources
 	// Gossip, when set, makes the replica a member of a gossip cluster;
@@ -113,6 +116,7 @@ func DefaultConfig() Config {
 		Ring: ring.DefaultConfig(), Key: prefix.DefaultConfig(),
 		Sketch: SketchConfig{Enabled: true, Fanout: 4, Epoch: 10 * time.Minute},
 		Proxy:  proxy.DefaultConfig(), Server: proxy.DefaultServerConfig(), Health: upstream.DefaultHealthConfig(),
+		KV:         upstream.DefaultKVConfig(),
 		Sources:    Sources{DNSInterval: 10 * time.Second, FileInterval: 5 * time.Second},
 		Workers:    WorkersConfig{Mode: WorkersAdmin},
 		DrainDelay: 5 * time.Second, DrainTimeout: 20 * time.Second,
@@ -149,6 +153,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Server.Validate(); err != nil {
+		return err
+	}
+	if err := c.KV.Validate(); err != nil {
 		return err
 	}
 	if c.Gossip == nil {

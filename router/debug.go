@@ -77,7 +77,7 @@ func jsonHandler(v func() any) http.Handler {
 func applySnapshot(bal *ring.Balancer, old, cur *upstream.Snapshot, log *slog.Logger) {
 	eps := make([]ring.Endpoint, len(cur.Endpoints))
 	for i, e := range cur.Endpoints {
-		eps[i] = ring.Endpoint{ID: e.ID, Healthy: e.Healthy}
+		eps[i] = ring.Endpoint{ID: e.ID, Healthy: e.Healthy, KVCapacity: e.KVCapacity}
 	}
 	if err := bal.Update(eps); err != nil {
 		log.Error("endpoint set rejected", "err", err)
@@ -87,8 +87,12 @@ func applySnapshot(bal *ring.Balancer, old, cur *upstream.Snapshot, log *slog.Lo
 		log.Info("endpoints", "count", len(cur.Endpoints), "ids", strings.Join(cur.IDs(), ","))
 	}
 	for _, e := range cur.Endpoints {
-		if was, ok := old.Get(e.ID); ok && was.Healthy != e.Healthy {
+		was, ok := old.Get(e.ID)
+		if ok && was.Healthy != e.Healthy {
 			log.Info("endpoint routed", "endpoint", e.ID, "healthy", e.Healthy)
+		}
+		if was.KVCapacity != e.KVCapacity {
+			log.Info("endpoint KV capacity", "endpoint", e.ID, "tokens", e.KVCapacity, "was", was.KVCapacity)
 		}
 	}
 }

@@ -102,7 +102,7 @@ func New(cfg Config, opts Options) (*Replica, error) {
 	}
 	metrics := proxy.NewMetrics(r.reg, r.balancer.Status)
 	um := upstream.NewMetrics(r.reg)
-	so := upstream.Options{Metrics: um, Log: log}
+	so := upstream.Options{Metrics: um, Log: log, KV: cfg.KV}
 	if opts.Transport != nil {
 		so.Transport = opts.Transport
 	}

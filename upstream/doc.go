@@ -26,6 +26,8 @@
 // that leaves the set finishes the tries it holds ([Set.Hold]); only one
 // that stops answering its probes at all has them abandoned.
 //
-// [ParseKVCapacity] reads an engine's KV capacity from vLLM's
-// vllm:cache_config_info, for the ring's bound on K.
+// Each engine's KV cache capacity in tokens ([KVConfig]: scraped on a slow
+// tick from vLLM's vllm:cache_config_info or SGLang's
+// sglang:max_total_num_tokens, or llama.cpp's /props, or given by the
+// operator) rides in every [Snapshot] to the ring's bound on K.
 package upstream

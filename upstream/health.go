@@ -320,6 +320,11 @@ type EndpointHealth struct {
 	Until     time.Time `json:"ejected_until,omitzero"`
 	Ejections int       `json:"ejections_in_a_row,omitempty"`
 	LastError string    `json:"last_error,omitempty"`
+	// KVCapacity is the KV capacity in tokens the ring bounds K by (0:
+	// unknown); KVSource where it came from: "override", or the engine
+	// scraped (vllm, sglang, llama.cpp).
+	KVCapacity int64  `json:"kv_capacity_tokens,omitempty"`
+	KVSource   string `json:"kv_capacity_source,omitempty"`
 }
 
 // Health returns this replica's own checks of every endpoint it knows.
@@ -328,8 +333,10 @@ func (s *Set) Health() []EndpointHealth {
 	defer s.mu.Unlock()
 	out := make([]EndpointHealth, 0, len(s.checks))
 	for id, c := range s.checks {
-		out = append(out, EndpointHealth{ID: id, Ejected: c.ejected, Fails: max(c.pfails, c.requestFails()), Until: c.until,
-			Ejections: c.ejections, LastError: c.lastErr})
+		h := EndpointHealth{ID: id, Ejected: c.ejected, Fails: max(c.pfails, c.requestFails()), Until: c.until,
+			Ejections: c.ejections, LastError: c.lastErr}
+		h.KVCapacity, h.KVSource = s.kvSourceLocked(id)
+		out = append(out, h)
 	}
 	slicesSortHealth(out)
 	return out

@@ -11,6 +11,7 @@ type Metrics struct {
 	ejects *prometheus.CounterVec
 	caps   *prometheus.CounterVec
 	panic  prometheus.Gauge
+	kvCap  *prometheus.GaugeVec
 }
 
 // NewMetrics registers the metrics on reg.
@@ -25,6 +26,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		panic: promauto.With(reg).NewGauge(prometheus.GaugeOpts{
 			Name: "prefixring_endpoints_panic", Help: "1 while too few endpoints are healthy and every one is routed (panic threshold).",
 		}),
+		kvCap: promauto.With(reg).NewGaugeVec(prometheus.GaugeOpts{
+			Name: "prefixring_endpoint_kv_capacity_tokens",
+			Help: "KV cache capacity of the endpoint's engine in tokens, as the ring bounds K by it (an override, or scraped from the engine); absent while unknown.",
+		}, []string{"endpoint"}),
 	}
 }
 
@@ -44,6 +49,18 @@ func (m *Metrics) setPanic(on bool) {
 	}
 }
 
+// setKVCapacity exports endpoint's KV capacity; 0 (unknown) removes it.
+func (m *Metrics) setKVCapacity(endpoint string, tokens int64) {
+	if m == nil {
+		return
+	}
+	if tokens > 0 {
+		m.kvCap.WithLabelValues(endpoint).Set(float64(tokens))
+	} else {
+		m.kvCap.DeleteLabelValues(endpoint)
+	}
+}
+
 func (m *Metrics) ejected(endpoint, reason string) {
 	if m != nil {
 		m.ejects.WithLabelValues(endpoint, reason).Inc()
@@ -55,5 +72,6 @@ func (m *Metrics) ForgetEndpoint(id string) {
 	if m != nil {
 		m.ejects.DeletePartialMatch(prometheus.Labels{"endpoint": id})
 		m.caps.DeletePartialMatch(prometheus.Labels{"endpoint": id})
+		m.kvCap.DeleteLabelValues(id)
 	}
 }

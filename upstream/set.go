@@ -17,6 +17,9 @@ import (
 type State struct {
 	Endpoint
 	Healthy bool
+	// KVCapacity is the engine's KV cache capacity in tokens, an
+	// operator's or scraped from the engine (see [KVConfig]); 0: unknown.
+	KVCapacity int64
 }
 
 // Snapshot is an immutable view of the endpoints the replica routes to and
@@ -91,6 +94,12 @@ type Set struct {
 	// for telling a request's fault from an endpoint's (see
 	// ObserveServerError).
 	faults faultLedger
+	// kv is what is known of each discovered or routed endpoint's KV
+	// capacity; kvNew wakes the scraper for endpoints that just appeared.
+	kv       map[string]*kvEntry
+	kvCfg    KVConfig
+	kvClient *http.Client
+	kvNew    chan struct{}
 
 	snap       atomic.Pointer[Snapshot]
 	dispatched atomic.Uint64 // the newest generation the subscribers have seen
@@ -134,11 +143,17 @@ type Options struct {
 	Arbiter Arbiter
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// KV is how the endpoints' KV capacities are learned; zero: they are
+	// not ([DefaultKVConfig] scrapes them).
+	KV KVConfig
 }
 
 // NewSet returns an empty set checked as cfg says.
 func NewSet(cfg HealthConfig, o Options) (*Set, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := o.KV.Validate(); err != nil {
 		return nil, err
 	}
 	if o.Transport == nil {
@@ -155,6 +170,8 @@ func NewSet(cfg HealthConfig, o Options) (*Set, error) {
 		client:  &http.Client{Transport: o.Transport, Timeout: cfg.Timeout},
 		sources: map[string][]Endpoint{}, checks: map[string]*check{}, alive: map[string]*aliveCtx{},
 		wake: make(chan struct{}, 1), probe: make(chan struct{}, 1),
+		kv: map[string]*kvEntry{}, kvCfg: o.KV, kvNew: make(chan struct{}, 1),
+		kvClient: &http.Client{Transport: o.Transport, Timeout: o.KV.Timeout},
 	}
 	s.snap.Store(&Snapshot{byID: map[string]int{}})
 	return s, nil
@@ -268,7 +285,7 @@ func (s *Set) rebuildLocked() {
 	unnamed := map[string]bool{} // verdict endpoints not routed, warned once each
 	if s.arbiter == nil || s.verdict == nil {
 		for _, ep := range s.local {
-			routed = append(routed, State{Endpoint: ep, Healthy: !s.checks[ep.ID].out()})
+			routed = append(routed, State{Endpoint: ep, Healthy: !s.checks[ep.ID].out(), KVCapacity: s.capacityLocked(ep)})
 		}
 	} else {
 		for _, id := range s.verdict.endpoints {
@@ -284,7 +301,7 @@ func (s *Set) rebuildLocked() {
 				unnamed[id] = true
 				continue
 			}
-			routed = append(routed, State{Endpoint: ep, Healthy: !s.verdict.down[id]})
+			routed = append(routed, State{Endpoint: ep, Healthy: !s.verdict.down[id], KVCapacity: s.capacityLocked(ep)})
 		}
 	}
 	s.unnamed = unnamed
@@ -305,6 +322,7 @@ func (s *Set) rebuildLocked() {
 			s.checks[id] = &check{}
 		}
 	}
+	s.trackKVLocked(observed, routed)
 	s.updateAliveLocked(routed)
 	panicking := s.panicLocked(routed)
 	s.gen++
@@ -454,7 +472,7 @@ func (s *Set) downLocked(observed map[string]bool) []string {
 
 func sameRouting(a, b *Snapshot) bool {
 	return slices.EqualFunc(a.Endpoints, b.Endpoints, func(x, y State) bool {
-		return x.ID == y.ID && x.Healthy == y.Healthy && x.Name == y.Name
+		return x.ID == y.ID && x.Healthy == y.Healthy && x.Name == y.Name && x.KVCapacity == y.KVCapacity
 	})
 }
 
@@ -464,6 +482,9 @@ func (s *Set) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.Dispatch(ctx) })
 	wg.Go(func() { s.probeLoop(ctx) })
+	if s.kvCfg.Scrape {
+		wg.Go(func() { s.kvLoop(ctx) })
+	}
 	wg.Wait()
 }
 

@@ -20,6 +20,7 @@ import (
 
 func serveFlags() []cli.Flag {
 	pd, sd, hd, rd := proxy.DefaultConfig(), proxy.DefaultServerConfig(), upstream.DefaultHealthConfig(), ring.DefaultConfig()
+	kd := upstream.DefaultKVConfig()
 	return []cli.Flag{
 		&cli.StringFlag{Name: "listen", Value: ":8080", EnvVars: env("listen"), Usage: "address the router serves the OpenAI API, /healthz and /readyz on"},
 		&cli.StringFlag{Name: "admin-listen", Value: ":9090", EnvVars: env("admin-listen"), Usage: "address of the admin listener: /metrics, /debug/ring, /debug/cluster, /healthz, /readyz (and /debug/pprof/ with --pprof); reachable by Prometheus, never expose it publicly; empty: off"},
@@ -65,6 +66,10 @@ func serveFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "max-ejection-time", Value: hd.MaxEjection, EnvVars: env("max-ejection-time"), Usage: "cap of --ejection-time times the ejections in a row"},
 		&cli.IntFlag{Name: "max-ejection-percent", Value: hd.MaxEjectionPercent, EnvVars: env("max-ejection-percent"), Usage: "most endpoints, in percent, that failed requests may eject at once (at least one); 100: no cap"},
 		&cli.IntFlag{Name: "panic-threshold", Value: hd.PanicThreshold, EnvVars: env("panic-threshold"), Usage: "below this percent of healthy endpoints, route to all of them rather than answer 503; 0: off"},
+		&cli.StringSliceFlag{Name: "kv-capacity", EnvVars: env("kv-capacity"), Usage: "engines' KV cache capacity in tokens, which bounds the prompt tokens the ring keeps in flight on each (K); wins over --kv-scrape: TOKENS for every endpoint, or ENDPOINT=TOKENS for one, ENDPOINT its URL or label, comma-separated (http://10.0.0.7:8000=396000,gpu-b=200000)"},
+		&cli.BoolFlag{Name: "kv-scrape", Value: kd.Scrape, EnvVars: env("kv-scrape"), Usage: "learn each engine's KV cache capacity from it: vLLM's vllm:cache_config_info or SGLang's sglang:max_total_num_tokens (--enable-metrics) at --kv-metrics-path, else llama-server's /props (n_ctx × total_slots); read when an endpoint appears and every --kv-scrape-interval, never on a request's path; an endpoint whose capacity stays unknown has no K bound"},
+		&cli.DurationFlag{Name: "kv-scrape-interval", Value: kd.Interval, EnvVars: env("kv-scrape-interval"), Usage: "how often --kv-scrape re-reads each engine's KV capacity (it changes only when an engine restarts with other settings)"},
+		&cli.StringFlag{Name: "kv-metrics-path", Value: kd.MetricsPath, EnvVars: env("kv-metrics-path"), Usage: "path of the engines' Prometheus metrics that --kv-scrape reads"},
 		&cli.DurationFlag{Name: "drain-delay", Value: 5 * time.Second, EnvVars: env("drain-delay"), Usage: "on SIGTERM, how long /readyz fails while the router still serves new requests, so load balancers (a Kubernetes Service) stop sending before it stops accepting"},
 		&cli.DurationFlag{Name: "drain-timeout", Value: 20 * time.Second, EnvVars: env("drain-timeout"), Usage: "after --drain-delay, how long in-flight requests and streams may finish (keep delay + timeout below Kubernetes' terminationGracePeriodSeconds, 30s by default)"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "debug, info, warn or error"},
@@ -140,6 +145,9 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 	hc.BaseEjection, hc.MaxEjection = c.Duration("ejection-time"), c.Duration("max-ejection-time")
 	hc.MaxEjectionPercent, hc.PanicThreshold = c.Int("max-ejection-percent"), c.Int("panic-threshold")
 
+	if cfg.KV, err = kvConfig(c); err != nil {
+		return cfg, nil, err
+	}
 	cfg.Sources = router.Sources{
 		Static: c.StringSlice("endpoints"),
 		DNS:    c.String("endpoints-dns"), DNSInterval: c.Duration("dns-interval"),
@@ -158,6 +166,17 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 		return cfg, nil, err
 	}
 	return cfg, warnings, cfg.Validate()
+}
+
+// kvConfig reads the KV capacity flags.
+func kvConfig(c *cli.Context) (upstream.KVConfig, error) {
+	kc := upstream.DefaultKVConfig()
+	kc.Scrape, kc.Interval, kc.MetricsPath = c.Bool("kv-scrape"), c.Duration("kv-scrape-interval"), c.String("kv-metrics-path")
+	var err error
+	if kc.Capacity, err = upstream.ParseKVCapacities(c.StringSlice("kv-capacity")); err != nil {
+		return kc, fmt.Errorf("--kv-capacity: %w", err)
+	}
+	return kc, kc.Validate()
 }
 
 func serve(c *cli.Context) error {
