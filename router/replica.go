@@ -17,6 +17,7 @@ import (
 
 	"github.com/prefixring/prefixring/gossip"
 	"github.com/prefixring/prefixring/policy"
+	"github.com/prefixring/prefixring/prefix"
 	"github.com/prefixring/prefixring/proxy"
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/upstream"
@@ -58,7 +59,7 @@ type Replica struct {
 	balancer  *ring.Balancer
 	endpoints *upstream.Set
 	transport *http.Transport
-	keying    *proxy.Keying
+	keying    *prefix.Live
 	node      *gossip.Node // nil: gossip off
 	workers   *workers.Set // nil: workers API off
 	public    *proxy.Server
@@ -136,7 +137,7 @@ func (r *Replica) assemble(metrics *proxy.Metrics) error {
 	}
 	pc := cfg.Proxy
 	pc.Blocks = policy.ReadsBlocks(cfg.Policy)
-	deps := proxy.Deps{Picker: picker, Keyer: r.keying, Targets: r.endpoints, Observer: r.endpoints,
+	deps := proxy.Deps{Picker: picker, Keys: r.keying, Targets: r.endpoints, Observer: r.endpoints,
 		Metrics: metrics, Log: r.log, Transport: r.transport}
 	if r.keying.Sketching() {
 		deps.Sketch = r.keying

@@ -5,17 +5,16 @@ import (
 	"time"
 
 	"github.com/prefixring/prefixring/prefix"
-	"github.com/prefixring/prefixring/proxy"
 )
 
 // newKeying builds the keyer, with a sketch when the configuration learns
 // shared prefixes.
-func newKeying(cfg Config) (*proxy.Keying, error) {
+func newKeying(cfg Config) (*prefix.Live, error) {
 	var sk *prefix.Sketch
 	if cfg.Sketch.Enabled {
 		sk = prefix.NewSketch(cfg.Sketch.Fanout, 0)
 	}
-	return proxy.NewKeying(cfg.Key, sk)
+	return prefix.NewLive(cfg.Key, sk)
 }
 
 // sketchRefresh is how often a replica without gossip rebuilds its table of
@@ -25,7 +24,7 @@ const sketchRefresh = time.Second
 // runSketch starts a new sketch epoch every epoch and, alone, rebuilds the
 // table of shared prefixes from the sketch every sketchRefresh, until ctx
 // ends.
-func runSketch(ctx context.Context, k *proxy.Keying, epoch time.Duration, alone bool) {
+func runSketch(ctx context.Context, k *prefix.Live, epoch time.Duration, alone bool) {
 	rotate := time.NewTicker(epoch)
 	defer rotate.Stop()
 	var refresh <-chan time.Time
