@@ -60,8 +60,9 @@ type Replica struct {
 	endpoints *upstream.Set
 	transport *http.Transport
 	keying    *prefix.Live
-	node      *gossip.Node // nil: gossip off
-	workers   *workers.Set // nil: workers API off
+	node      *gossip.Node  // nil: gossip off
+	share     *prefix.Share // the sketch's share through gossip; nil without gossip or sketch
+	workers   *workers.Set  // nil: workers API off
 	public    *proxy.Server
 	admin     http.Handler
 
@@ -207,7 +208,7 @@ func (r *Replica) Run(ctx context.Context) error {
 		return err
 	}
 	if r.keying.Sketching() {
-		wg.Go(func() { runSketch(bg, r.keying, r.cfg.Sketch.Epoch, r.node == nil) })
+		wg.Go(func() { runSketch(bg, r.keying, r.share, r.cfg.Sketch) })
 	}
 	stopAdmin, err := r.serveAdmin(&wg)
 	if err != nil {

@@ -21,26 +21,33 @@ func newKeying(cfg Config) (*prefix.Live, error) {
 // shared prefixes from its own sketch (with gossip, each publication does).
 const sketchRefresh = time.Second
 
-// runSketch starts a new sketch epoch every epoch and, alone, rebuilds the
-// table of shared prefixes from the sketch every sketchRefresh, until ctx
-// ends.
-func runSketch(ctx context.Context, k *prefix.Live, epoch time.Duration, alone bool) {
-	rotate := time.NewTicker(epoch)
+// runSketch starts a new sketch epoch every epoch until ctx ends. Alone,
+// it rebuilds the table of shared prefixes from the sketch every
+// sketchRefresh; with gossip (share), it publishes at once (even an empty
+// summary: it replaces the record of an earlier process of this name),
+// then ticks the share every interval.
+func runSketch(ctx context.Context, k *prefix.Live, share *prefix.Share, cfg SketchConfig) {
+	rotate := time.NewTicker(cfg.Epoch)
 	defer rotate.Stop()
-	var refresh <-chan time.Time
-	if alone {
-		t := time.NewTicker(sketchRefresh)
-		defer t.Stop()
-		refresh = t.C
+	every := sketchRefresh
+	if share != nil {
+		share.Publish(true)
+		every = cfg.Interval
 	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-rotate.C:
 			k.Rotate()
-		case <-refresh:
-			k.SetCommon(k.Local())
+		case <-tick.C:
+			if share != nil {
+				share.Tick()
+			} else {
+				k.SetCommon(k.Local())
+			}
 		}
 	}
 }

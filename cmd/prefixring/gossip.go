@@ -21,7 +21,6 @@ func gossipFlags() []cli.Flag {
 		&cli.StringFlag{Name: "gossip-key", EnvVars: env("gossip-key"), Usage: "base64 of a 16-, 24- or 32-byte key encrypting gossip (as Consul and Serf take it); a replica without it can neither join nor inject state"},
 		&cli.DurationFlag{Name: "gossip-interval", Value: d.Interval, EnvVars: env("gossip-interval"), Usage: "how often this replica sends its in-flight counts when they changed"},
 		&cli.StringFlag{Name: "gossip-view", Value: string(d.View), EnvVars: env("gossip-view"), Usage: "what the bound reads as cluster-wide load: overlay (every replica's last published load, this replica's own with its unpublished new placements laid over it: it sees its own bursts at once), shared (every replica's last published load, its own included: the most agreement, blind to its own placements until it publishes) or exact (its own live load + the others' published); the study behind the default is in docs/study.md"},
-		&cli.DurationFlag{Name: "sketch-interval", Value: d.SketchInterval, EnvVars: env("sketch-interval"), Usage: "how often this replica publishes its shared-prefix sketch summary when it changed (with --sketch)"},
 		&cli.DurationFlag{Name: "gossip-push-pull", Value: d.PushPull, EnvVars: env("gossip-push-pull"), Usage: "full-state anti-entropy interval"},
 		&cli.DurationFlag{Name: "gossip-rejoin-interval", Value: d.RejoinInterval, EnvVars: env("gossip-rejoin-interval"), Usage: "how often --join is retried"},
 		&cli.DurationFlag{Name: "gossip-stale-after", Value: d.StaleAfter, EnvVars: env("gossip-stale-after"), Usage: "a replica silent this long no longer counts in the cluster-wide load"},
@@ -47,7 +46,6 @@ func gossipConfig(c *cli.Context) (*gossip.Config, error) {
 	cfg.NodeName, cfg.BindAddr, cfg.AdvertiseAddr = c.String("node-name"), c.String("gossip-bind"), c.String("gossip-advertise")
 	cfg.Join, cfg.Key = c.StringSlice("join"), key
 	cfg.Interval, cfg.PushPull = c.Duration("gossip-interval"), c.Duration("gossip-push-pull")
-	cfg.SketchInterval = c.Duration("sketch-interval")
 	if cfg.View, err = core.ParseViewMode(c.String("gossip-view")); err != nil {
 		return nil, fmt.Errorf("--gossip-view: %w", err)
 	}
