@@ -193,3 +193,17 @@ func TestDebugPickBadKey(t *testing.T) {
 		t.Fatalf("%d %+v %v", resp.StatusCode, v, err)
 	}
 }
+
+// The sketch's publication interval (what gossip.Config.SketchInterval
+// was) defaults to a second and must be positive.
+func TestSketchIntervalValidated(t *testing.T) {
+	c := DefaultConfig()
+	c.Sources.Static = []string{"http://10.0.0.1:8000"}
+	if c.Sketch.Interval != time.Second || c.Validate() != nil {
+		t.Fatalf("default sketch interval %v: %v", c.Sketch.Interval, c.Validate())
+	}
+	c.Sketch.Interval = -time.Second
+	if c.Validate() == nil {
+		t.Fatal("a negative sketch interval passed")
+	}
+}
