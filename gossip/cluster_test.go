@@ -75,7 +75,7 @@ func (c *cluster) start(name, addr string, key []byte) (*replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.VoteEndpoints(testEndpoints)
+	n.voteEndpoints(testEndpoints)
 	ws := workers.NewSet(name, nil, 0)
 	if err := n.Carry(workers.NewShare(ws)); err != nil {
 		return nil, err

@@ -73,7 +73,7 @@ type Config struct {
 	MaxPacket int
 
 	// Sink receives the cluster's verdict on the endpoint set and health;
-	// nil: [BalancerSink] on the node's balancer. A router passes its
+	// nil: [balancerSinkFor] on the node's balancer. A router passes its
 	// upstream.Set.
 	Sink VerdictSink
 

@@ -79,10 +79,10 @@ type VerdictSink interface {
 	ApplyVerdict(endpoints, down []string)
 }
 
-// BalancerSink applies verdicts straight to a balancer, on the caller's
+// balancerSinkFor applies verdicts straight to a balancer, on the caller's
 // goroutine: for tests and single-process tools. A router passes its
 // upstream.Set instead, which rebuilds the ring off the gossip loop.
-func BalancerSink(b *ring.Balancer) VerdictSink { return balancerSink{b} }
+func balancerSinkFor(b *ring.Balancer) VerdictSink { return balancerSink{b} }
 
 type balancerSink struct{ b *ring.Balancer }
 
@@ -113,7 +113,7 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 	n.view = newView(cfg.NodeName, cfg.StaleAfter, n.loads)
 	n.sink = cfg.Sink
 	if n.sink == nil {
-		n.sink = BalancerSink(bal)
+		n.sink = balancerSinkFor(bal)
 	}
 	n.met = newMetrics(n, reg)
 	bal.SetLoads(n.loads)
@@ -236,9 +236,9 @@ func (n *Node) Vote(gen uint64, discovered, down []string) {
 	n.wake()
 }
 
-// VoteEndpoints records the endpoint set this replica discovered, and
+// voteEndpoints records the endpoint set this replica discovered, and
 // forgets its health observations of endpoints outside it.
-func (n *Node) VoteEndpoints(ids []string) {
+func (n *Node) voteEndpoints(ids []string) {
 	n.mu.Lock()
 	n.obs.endpoints, n.obs.discovered = slices.Clone(ids), true
 	for id := range n.obs.down {
@@ -250,8 +250,8 @@ func (n *Node) VoteEndpoints(ids []string) {
 	n.wake()
 }
 
-// VoteHealth records this replica's check of endpoint id.
-func (n *Node) VoteHealth(id string, healthy bool) {
+// voteHealth records this replica's check of endpoint id.
+func (n *Node) voteHealth(id string, healthy bool) {
 	n.mu.Lock()
 	if healthy {
 		delete(n.obs.down, id)

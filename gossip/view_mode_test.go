@@ -28,7 +28,7 @@ func offlineNode(t *testing.T, name, addr string, mode core.ViewMode, peers map[
 		t.Fatal(err)
 	}
 	n.addr = addr
-	n.VoteEndpoints(testEndpoints)
+	n.voteEndpoints(testEndpoints)
 	for p, a := range peers {
 		host, port, _ := splitHostPort(a)
 		n.setMember(&memberlist.Node{Name: p, Addr: net.ParseIP(host), Port: uint16(port)}, true)

@@ -224,7 +224,7 @@ func TestPayloadReplyGoesToLiveSender(t *testing.T) {
 // payload's state, a payload with nothing to say adding no section.
 func TestPushPullEnvelope(t *testing.T) {
 	n := unstarted(t, "r0")
-	n.VoteEndpoints(testEndpoints)
+	n.voteEndpoints(testEndpoints)
 	n.publish(time.Now(), true)
 	d := &delegate{n: n}
 	entries := n.view.Table().Entries()
