@@ -73,7 +73,7 @@ type Config struct {
 	MaxPacket int
 
 	// Sink receives the cluster's verdict on the endpoint set and health;
-	// nil: [balancerSinkFor] on the node's balancer. A router passes its
+	// nil: the node applies verdicts to its balancer itself. A router passes its
 	// upstream.Set.
 	Sink VerdictSink
 
