@@ -145,23 +145,23 @@ func MergeRecords(recs []SketchRecord) *Common {
 	return MergeSummaries(fanout, sums...).WithShares(MergeShares(counts...))
 }
 
-// RecordTable is the set of sketch records one replica holds, one per
+// recordTable is the set of sketch records one replica holds, one per
 // node: a [core.LWW] map ordered by [compareRecords], with each record's
 // fingerprint kept beside it. It is pure and not safe for concurrent use.
-type RecordTable struct {
+type recordTable struct {
 	lww *core.LWW[string, SketchRecord]
 	fps map[string]uint64 // node -> recordFingerprint of its record
 }
 
-// NewRecordTable returns an empty table.
-func NewRecordTable() *RecordTable {
-	return &RecordTable{lww: core.NewLWW(func(r SketchRecord) string { return r.Node }, compareRecords),
+// newRecordTable returns an empty table.
+func newRecordTable() *recordTable {
+	return &recordTable{lww: core.NewLWW(func(r SketchRecord) string { return r.Node }, compareRecords),
 		fps: map[string]uint64{}}
 }
 
 // Merge keeps, for every node, the newest of its known record and the ones
 // in in, and returns the records that changed the table.
-func (t *RecordTable) Merge(in ...SketchRecord) []SketchRecord {
+func (t *recordTable) Merge(in ...SketchRecord) []SketchRecord {
 	changed := t.lww.Merge(in...)
 	for _, r := range changed {
 		t.fps[r.Node] = recordFingerprint(r)
@@ -170,16 +170,16 @@ func (t *RecordTable) Merge(in ...SketchRecord) []SketchRecord {
 }
 
 // Get returns the record of node.
-func (t *RecordTable) Get(node string) (SketchRecord, bool) { return t.lww.Get(node) }
+func (t *recordTable) Get(node string) (SketchRecord, bool) { return t.lww.Get(node) }
 
 // Records returns all records sorted by node.
-func (t *RecordTable) Records() []SketchRecord { return t.lww.Values() }
+func (t *recordTable) Records() []SketchRecord { return t.lww.Values() }
 
 // Delete forgets node's record.
-func (t *RecordTable) Delete(node string) {
+func (t *recordTable) Delete(node string) {
 	t.lww.Delete(node)
 	delete(t.fps, node)
 }
 
 // Len returns the number of records.
-func (t *RecordTable) Len() int { return t.lww.Len() }
+func (t *recordTable) Len() int { return t.lww.Len() }

@@ -137,8 +137,8 @@ func TestSketchWireRejects(t *testing.T) {
 		{"a huge record count", binary.AppendUvarint([]byte{sectionRecords}, 1<<14), false},
 		{"records past maxRecords", binary.AppendUvarint([]byte{sectionRecords}, 1<<14+1), false},
 		{"a malformed record", join([]byte{sectionRecords, 1}, rawRecordBody("r0", 1, 0)), false},
-		{"versions", AppendVersions(nil, SketchVersion{"r1", 1, 2}), true},
-		{"versions of nothing", AppendVersions(nil), true},
+		{"versions", appendVersions(nil, SketchVersion{"r1", 1, 2}), true},
+		{"versions of nothing", appendVersions(nil), true},
 		{"more versions than bytes", join([]byte{sectionVersions}, binary.AppendUvarint(nil, 1000), []byte{1, 'a', 1, 1}), false},
 		{"versions past maxRecords", join([]byte{sectionVersions}, binary.AppendUvarint(nil, 1<<14+1)), false},
 		{"an unknown section", []byte{9, 0}, false},
@@ -147,18 +147,18 @@ func TestSketchWireRejects(t *testing.T) {
 	for _, c := range cases {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		recs, vs, err := DecodeSection(c.b)
+		recs, vs, err := decodeSection(c.b)
 		runtime.ReadMemStats(&after)
 		if (err == nil) != c.ok {
 			t.Fatalf("%s: err %v, want ok=%v", c.name, err, c.ok)
 		}
 		if err == nil && c.b[0] == sectionRecords {
-			if re := AppendRecords(nil, recs...); !bytes.Equal(re, c.b) {
+			if re := appendRecords(nil, recs...); !bytes.Equal(re, c.b) {
 				t.Fatalf("%s: re-encodes as %x", c.name, re)
 			}
 		}
 		if err == nil && c.b[0] == sectionVersions {
-			if re := AppendVersions(nil, vs...); !bytes.Equal(re, c.b) {
+			if re := appendVersions(nil, vs...); !bytes.Equal(re, c.b) {
 				t.Fatalf("%s: re-encodes as %x", c.name, re)
 			}
 		}
@@ -184,21 +184,21 @@ func TestSketchMessageSize(t *testing.T) {
 	}
 	rec := SketchRecord{Node: "prefixring-7f9c4d8b6-xk2lp", Addr: "10.244.12.34:7946", Incarnation: 1 << 62, Version: 1 << 20, Fanout: 4}
 	rec.Summary = summary(256, 4)
-	one := len(AppendRecords(nil, rec))
+	one := len(appendRecords(nil, rec))
 	recs := make([]SketchRecord, 8)
 	for i := range recs {
 		recs[i] = rec
 		recs[i].Node = fmt.Sprintf("prefixring-7f9c4d8b6-xk2l%d", i)
 	}
-	eight := len(AppendRecords(nil, recs...))
+	eight := len(appendRecords(nil, recs...))
 	vers := make([]SketchVersion, len(recs))
 	for i, r := range recs {
 		vers[i] = SketchVersion{r.Node, r.Incarnation, r.Version}
 	}
-	versions := len(AppendVersions(nil, vers...))
+	versions := len(appendVersions(nil, vers...))
 	big := rec
 	big.Summary = summary(maxSketchEntries, maxSketchNext)
-	most := len(AppendRecords(nil, big))
+	most := len(appendRecords(nil, big))
 	t.Logf("sketch section: 256 entries x 4 continuations: %d B (%.1f B/entry); push/pull of 8 such, on a join: %d B, periodic (versions): %d B; 1024 x 64 (the most): %d B",
 		one, float64(one)/256, eight, versions, most)
 	if one < 256*(8+1+1+16) || one > 256*(8+2+1+16)+64 {
@@ -233,7 +233,7 @@ func randomRecords(r *rand.Rand) []SketchRecord {
 }
 
 func mergedRecords(parts ...[]SketchRecord) []SketchRecord {
-	s := NewRecordTable()
+	s := newRecordTable()
 	for _, p := range parts {
 		s.Merge(p...)
 	}
@@ -243,8 +243,8 @@ func mergedRecords(parts ...[]SketchRecord) []SketchRecord {
 // TestSketchMergeLaws: the records' merge laws, and the table depends on
 // the set of records, not on their order.
 func TestSketchMergeLaws(t *testing.T) {
-	coretest.CheckMergeLaws(t, coretest.State[*RecordTable, SketchRecord]{
-		New: NewRecordTable, Merge: (*RecordTable).Merge, Values: (*RecordTable).Records,
+	coretest.CheckMergeLaws(t, coretest.State[*recordTable, SketchRecord]{
+		New: newRecordTable, Merge: (*recordTable).Merge, Values: (*recordTable).Records,
 		Value: randomRecord, ReportsChange: true,
 	})
 	r := rand.New(rand.NewPCG(coretest.Seed(t), 1))
@@ -261,7 +261,7 @@ func TestSketchMergeLaws(t *testing.T) {
 // TestSketchRestartWins: a restart's newer incarnation wins over any
 // version of the old one.
 func TestSketchRestartWins(t *testing.T) {
-	s := NewRecordTable()
+	s := newRecordTable()
 	s.Merge(SketchRecord{Node: "a", Incarnation: 1, Version: 99, Fanout: 4})
 	if ch := s.Merge(SketchRecord{Node: "a", Incarnation: 2, Version: 1, Fanout: 4}); len(ch) != 1 {
 		t.Fatal("a restart's first record did not replace the old incarnation's")
@@ -293,7 +293,7 @@ func TestNormalizeSummary(t *testing.T) {
 	if len(got) != maxSketchEntries || got[0].Hash != 1 || len(got[0].Next) != maxSketchNext {
 		t.Fatalf("%d entries, first %d with %d continuations", len(got), got[0].Hash, len(got[0].Next))
 	}
-	if _, _, err := DecodeSection(AppendRecords(nil, SketchRecord{Node: "r0", Fanout: 4, Summary: got})); err != nil {
+	if _, _, err := decodeSection(appendRecords(nil, SketchRecord{Node: "r0", Fanout: 4, Summary: got})); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -301,12 +301,12 @@ func TestNormalizeSummary(t *testing.T) {
 func FuzzDecodeSketch(f *testing.F) {
 	recs := testRecords()
 	for _, r := range recs {
-		f.Add(AppendRecords(nil, r))
+		f.Add(appendRecords(nil, r))
 	}
-	f.Add(AppendRecords(nil, recs...))
-	f.Add(AppendVersions(nil, SketchVersion{"r1", 1, 2}, SketchVersion{"r2", 3, 4}))
+	f.Add(appendRecords(nil, recs...))
+	f.Add(appendVersions(nil, SketchVersion{"r1", 1, 2}, SketchVersion{"r2", 3, 4}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		recs, _, err := DecodeSection(b)
+		recs, _, err := decodeSection(b)
 		if err != nil {
 			return
 		}
@@ -320,7 +320,7 @@ func FuzzDecodeSketch(f *testing.F) {
 					t.Fatalf("entry not canonical: %+v", e)
 				}
 			}
-			again, _, err := DecodeSection(AppendRecords(nil, r))
+			again, _, err := decodeSection(appendRecords(nil, r))
 			if err != nil || !sameRecords(again, []SketchRecord{r}) {
 				t.Fatalf("re-encoding: %v %+v", err, again)
 			}
@@ -335,16 +335,16 @@ func TestSketchWire(t *testing.T) {
 	vers := []SketchVersion{{"r0", 1 << 62, 1}, {"r1", 0, 0}, {"r2", 3, 1 << 40}}
 	var msgs [][]byte
 	for _, rs := range [][]SketchRecord{nil, recs[:1], recs[1:2], recs} {
-		b := AppendRecords(nil, rs...)
-		got, vs, err := DecodeSection(b)
+		b := appendRecords(nil, rs...)
+		got, vs, err := decodeSection(b)
 		if err != nil || vs != nil || !sameRecords(got, rs) {
 			t.Fatalf("%d records: %v %+v", len(rs), err, got)
 		}
 		msgs = append(msgs, b)
 	}
 	for _, v := range [][]SketchVersion{nil, vers} {
-		b := AppendVersions(nil, v...)
-		got, vs, err := DecodeSection(b)
+		b := appendVersions(nil, v...)
+		got, vs, err := decodeSection(b)
 		if err != nil || got != nil || vs == nil || !slices.Equal(vs, v) {
 			t.Fatalf("%d versions: %v %+v", len(v), err, vs)
 		}
@@ -352,11 +352,11 @@ func TestSketchWire(t *testing.T) {
 	}
 	for _, b := range msgs {
 		for i := range len(b) {
-			if _, _, err := DecodeSection(b[:i]); err == nil {
+			if _, _, err := decodeSection(b[:i]); err == nil {
 				t.Fatalf("kind %d: truncated to %d of %d bytes decoded", b[0], i, len(b))
 			}
 		}
-		if _, _, err := DecodeSection(append(slices.Clone(b), 0)); err == nil {
+		if _, _, err := decodeSection(append(slices.Clone(b), 0)); err == nil {
 			t.Fatalf("kind %d: a trailing byte decoded", b[0])
 		}
 	}

@@ -57,10 +57,10 @@ func appendRecord(b []byte, r SketchRecord) []byte {
 	return b
 }
 
-// AppendRecords appends a records section. A record is expected in its
+// appendRecords appends a records section. A record is expected in its
 // normalized form (see [SketchRecord]); one that is not decodes as
 // malformed.
-func AppendRecords(b []byte, recs ...SketchRecord) []byte {
+func appendRecords(b []byte, recs ...SketchRecord) []byte {
 	b = append(b, sectionRecords)
 	b = binary.AppendUvarint(b, uint64(len(recs)))
 	for _, r := range recs {
@@ -69,8 +69,8 @@ func AppendRecords(b []byte, recs ...SketchRecord) []byte {
 	return b
 }
 
-// AppendVersions appends a versions section.
-func AppendVersions(b []byte, vs ...SketchVersion) []byte {
+// appendVersions appends a versions section.
+func appendVersions(b []byte, vs ...SketchVersion) []byte {
 	b = append(b, sectionVersions)
 	b = binary.AppendUvarint(b, uint64(len(vs)))
 	for _, v := range vs {
@@ -81,11 +81,11 @@ func AppendVersions(b []byte, vs ...SketchVersion) []byte {
 	return b
 }
 
-// DecodeSection reads a section written by [AppendRecords] (records set)
-// or [AppendVersions] (versions set, possibly empty, never nil), and
+// decodeSection reads a section written by [appendRecords] (records set)
+// or [appendVersions] (versions set, possibly empty, never nil), and
 // nothing after it. It never panics on bad input, and allocates what the
 // bytes could carry, not what their counts claim.
-func DecodeSection(b []byte) (recs []SketchRecord, versions []SketchVersion, err error) {
+func decodeSection(b []byte) (recs []SketchRecord, versions []SketchVersion, err error) {
 	r := wire.NewReader(b)
 	switch k := r.Byte(); k {
 	case sectionRecords:

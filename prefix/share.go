@@ -63,7 +63,7 @@ type Share struct {
 	callMu sync.Mutex // serializes refresh, so OnCommon sees tables in order
 
 	mu        sync.Mutex // guards everything below
-	table     *RecordTable
+	table     *recordTable
 	inc, ver  uint64
 	last      SketchRecord // our last published record; Version 0: none yet
 	published []recordKey  // the records the table was merged from
@@ -102,7 +102,7 @@ func NewShare(src Source, cfg ShareConfig) *Share {
 	if cfg.Members == nil {
 		cfg.Members = func() map[string]string { return nil }
 	}
-	return &Share{src: src, cfg: cfg, changed: make(chan struct{}, 1), table: NewRecordTable(),
+	return &Share{src: src, cfg: cfg, changed: make(chan struct{}, 1), table: newRecordTable(),
 		inc: uint64(cfg.Now().UnixNano()), seen: map[string]time.Time{}}
 }
 
@@ -119,7 +119,7 @@ func (s *Share) Local() []byte {
 	if s.last.Version == 0 {
 		return nil
 	}
-	return AppendRecords(nil, s.last)
+	return appendRecords(nil, s.last)
 }
 
 // State is the share's part of a push/pull: every record held on a join,
@@ -132,20 +132,20 @@ func (s *Share) State(join bool) []byte {
 	}
 	recs := s.table.Records()
 	if join {
-		return AppendRecords(nil, recs...)
+		return appendRecords(nil, recs...)
 	}
 	vs := make([]SketchVersion, len(recs))
 	for i, r := range recs {
 		vs[i] = SketchVersion{Node: r.Node, Incarnation: r.Incarnation, Version: r.Version}
 	}
-	return AppendVersions(nil, vs...)
+	return appendVersions(nil, vs...)
 }
 
 // Merge merges a section peer from sent: records are merged, versions
 // answered with the records of live members we hold newer (reply, to be
 // sent back to from).
 func (s *Share) Merge(from string, b []byte) (reply []byte, err error) {
-	recs, versions, err := DecodeSection(b)
+	recs, versions, err := decodeSection(b)
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +270,7 @@ func (s *Share) repair(from string, vs []SketchVersion) []byte {
 	if len(recs) == 0 {
 		return nil
 	}
-	return AppendRecords(nil, recs...)
+	return appendRecords(nil, recs...)
 }
 
 // counts reports whether r's summary counts: ours, or a live member's at

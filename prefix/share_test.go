@@ -96,7 +96,7 @@ func testShare(src Source, onCommon func(*Common)) (*Share, *members, *time.Time
 	return s, ms, &now
 }
 
-func recordsSection(recs ...SketchRecord) []byte { return AppendRecords(nil, recs...) }
+func recordsSection(recs ...SketchRecord) []byte { return appendRecords(nil, recs...) }
 
 // TestSketchOnCommonFollowsPublishedRecords: the table is merged from
 // published summaries only (our own last publication, not the live
@@ -225,19 +225,19 @@ func TestSketchRepair(t *testing.T) {
 	gone := SketchRecord{Node: "r9", Addr: "10.0.0.9:7946", Incarnation: 5, Version: 2, Fanout: 4}
 	ms.set("r1", "10.0.0.2:7946", true)
 	ms.set("r2", "10.0.0.3:7946", true)
-	if _, err := n.Merge("r1", AppendRecords(nil, rec1, gone)); err != nil {
+	if _, err := n.Merge("r1", appendRecords(nil, rec1, gone)); err != nil {
 		t.Fatal(err)
 	}
 	pushPull := func(from string, vs ...SketchVersion) []SketchRecord {
 		t.Helper()
-		reply, err := n.Merge(from, AppendVersions(nil, vs...))
+		reply, err := n.Merge(from, appendVersions(nil, vs...))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if reply == nil {
 			return nil
 		}
-		recs, _, err := DecodeSection(reply)
+		recs, _, err := decodeSection(reply)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,22 +267,22 @@ func TestShareState(t *testing.T) {
 	}
 	n.Publish(true)
 	rec1 := SketchRecord{Node: "r1", Addr: "10.0.0.2:7946", Incarnation: 5, Version: 2, Fanout: 4}
-	if _, err := n.Merge("r1", AppendRecords(nil, rec1)); err != nil {
+	if _, err := n.Merge("r1", appendRecords(nil, rec1)); err != nil {
 		t.Fatal(err)
 	}
 	own := n.Last()
 	if own.Addr != "10.0.0.1:7946" || own.Version != 1 {
 		t.Fatalf("own record %+v", own)
 	}
-	recs, vs, err := DecodeSection(n.State(true))
+	recs, vs, err := decodeSection(n.State(true))
 	if err != nil || vs != nil || !sameRecords(recs, []SketchRecord{own, rec1}) {
 		t.Fatalf("join: %v %+v %+v", err, recs, vs)
 	}
-	recs, vs, err = DecodeSection(n.State(false))
+	recs, vs, err = decodeSection(n.State(false))
 	if err != nil || recs != nil || !slices.Equal(vs, []SketchVersion{{"r0", own.Incarnation, 1}, {"r1", 5, 2}}) {
 		t.Fatalf("periodic: %v %+v %+v", err, recs, vs)
 	}
-	recs, _, err = DecodeSection(n.Local())
+	recs, _, err = decodeSection(n.Local())
 	if err != nil || !sameRecords(recs, []SketchRecord{own}) {
 		t.Fatalf("local: %v %+v", err, recs)
 	}
