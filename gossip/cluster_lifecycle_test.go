@@ -111,15 +111,15 @@ func TestHealthByMajority(t *testing.T) {
 		c.startAgreed(3)
 		reps := c.sorted()
 		bad := testEndpoints[1]
-		reps[0].node.VoteHealth(bad, false)
+		reps[0].node.voteHealth(bad, false)
 		time.Sleep(time.Second)
 		if v, ok := c.agreed(); !ok || strings.Contains(v, "down:") {
 			t.Fatalf("one vote took it out: %v", c.views())
 		}
-		reps[2].node.VoteHealth(bad, false)
+		reps[2].node.voteHealth(bad, false)
 		took := c.waitAgreed(time.Second, func(v string) bool { return strings.Contains(v, "down:"+bad) })
 		t.Logf("2 of 3 votes: out everywhere after %v", took)
-		reps[0].node.VoteHealth(bad, true)
+		reps[0].node.voteHealth(bad, true)
 		c.waitAgreed(time.Second, func(v string) bool { return !strings.Contains(v, "down:") })
 	})
 }

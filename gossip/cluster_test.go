@@ -36,7 +36,10 @@ type cluster struct {
 	reps  map[string]*replica
 	key   []byte
 	tweak func(*Config)
-	plug  func(name string, n *Node) // before Start (ShareSketch)
+	plug  func(name string, n *Node) // before Start (Carry)
+	// started and stopped, if set, hear of each replica's start and of
+	// its crash or leave (the sketch rig runs each replica's share).
+	started, stopped func(name string)
 }
 
 func newCluster(t *testing.T, seed uint64) *cluster {
@@ -72,14 +75,19 @@ func (c *cluster) start(name, addr string, key []byte) (*replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.VoteEndpoints(testEndpoints)
+	n.voteEndpoints(testEndpoints)
 	ws := workers.NewSet(name, nil, 0)
-	n.ShareWorkers(ws)
+	if err := n.Carry(workers.NewShare(ws)); err != nil {
+		return nil, err
+	}
 	if c.plug != nil {
 		c.plug(name, n)
 	}
 	if err := n.Start(context.Background()); err != nil {
 		return nil, err
+	}
+	if c.started != nil {
+		c.started(name)
 	}
 	r := &replica{name: name, addr: addr, bal: bal, node: n, workers: ws}
 	c.reps[name] = r
@@ -98,6 +106,9 @@ func (c *cluster) mustStart(name, addr string) *replica {
 // crash cuts a replica off the network and stops it without leaving.
 func (c *cluster) crash(name string) {
 	r := c.reps[name]
+	if c.stopped != nil {
+		c.stopped(name)
+	}
 	c.net.Crash(r.addr)
 	_ = r.node.Close()
 	delete(c.reps, name)
@@ -105,6 +116,9 @@ func (c *cluster) crash(name string) {
 
 func (c *cluster) stopAll() {
 	for _, r := range c.reps {
+		if c.stopped != nil {
+			c.stopped(r.name)
+		}
 		for i := range r.leases {
 			r.leases[i].Release()
 		}

@@ -71,13 +71,9 @@ type Config struct {
 	// entry goes out as a delta (no endpoint list), with the full entry
 	// sent over TCP when the list changes. Default 1200.
 	MaxPacket int
-	// SketchInterval is how often a replica that shares a shared-prefix
-	// sketch ([Node.ShareSketch]) takes its summary and publishes it if it
-	// changed. Default 1s.
-	SketchInterval time.Duration
 
 	// Sink receives the cluster's verdict on the endpoint set and health;
-	// nil: [BalancerSink] on the node's balancer. A router passes its
+	// nil: the node applies verdicts to its balancer itself. A router passes its
 	// upstream.Set.
 	Sink VerdictSink
 
@@ -94,7 +90,6 @@ func DefaultConfig() Config {
 		NodeName: host, BindAddr: "0.0.0.0:7946", RejoinInterval: 10 * time.Second,
 		Interval: 100 * time.Millisecond, Heartbeat: time.Second, View: core.ViewOverlay, PushPull: 5 * time.Second,
 		StaleAfter: 5 * time.Second, ForgetAfter: time.Minute, QueueSize: 1024, MaxPacket: 1200,
-		SketchInterval: time.Second,
 	}
 }
 
@@ -118,7 +113,6 @@ func (c Config) withDefaults() Config {
 	set(&c.PushPull, d.PushPull)
 	set(&c.StaleAfter, d.StaleAfter)
 	set(&c.ForgetAfter, d.ForgetAfter)
-	set(&c.SketchInterval, d.SketchInterval)
 	if c.View == "" {
 		c.View = d.View
 	}
@@ -161,9 +155,6 @@ func (c Config) Validate() error {
 	if c.StaleAfter <= c.Heartbeat || c.ForgetAfter < c.StaleAfter {
 		errs = append(errs, fmt.Errorf("gossip: need heartbeat (%v) < stale-after (%v) <= forget-after (%v)",
 			c.Heartbeat, c.StaleAfter, c.ForgetAfter))
-	}
-	if c.SketchInterval <= 0 {
-		errs = append(errs, fmt.Errorf("gossip: sketch interval (%v) must be positive", c.SketchInterval))
 	}
 	if c.PushPull <= 0 || c.RejoinInterval <= 0 || c.QueueSize < 1 || c.MaxPacket < 256 {
 		errs = append(errs, errors.New("gossip: push/pull and rejoin intervals, queue size and max packet (>= 256) must be positive"))

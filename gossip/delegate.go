@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
-
-	"github.com/prefixring/prefixring/workers"
 )
 
 // delegate receives memberlist's callbacks. None of them blocks: messages
@@ -29,7 +27,7 @@ var (
 // NodeMeta carries our wire version, for debugging mixed-version clusters.
 func (d *delegate) NodeMeta(limit int) []byte { return []byte{wireVersion} }
 
-// NotifyMsg receives a delta or full entry sent by a peer.
+// NotifyMsg receives a peer's delta, full entry or envelope.
 func (d *delegate) NotifyMsg(b []byte) {
 	d.n.met.received(kindName(b), len(b))
 	d.enqueue(b)
@@ -47,19 +45,14 @@ func (d *delegate) enqueue(b []byte) {
 // DESIGN.md, "Why not piggyback on memberlist's gossip").
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 
-// LocalState returns every entry we hold, for push/pull anti-entropy.
+// LocalState returns every entry we hold and every payload's state, for
+// push/pull anti-entropy.
 func (d *delegate) LocalState(join bool) []byte {
 	d.n.mu.Lock()
 	entries := d.n.view.Table().Entries()
 	d.n.mu.Unlock()
-	var ops []workers.Op
-	if w := d.n.workers; w != nil {
-		w.GC()
-		ops = w.Ops()
-	}
-	m := Message{Entries: entries, Workers: ops}
-	d.n.addSketch(&m, join)
-	b := EncodePushPull(m)
+	states := d.n.payloadSections(func(p Payload) []byte { return p.State(join) })
+	b := encodeEnvelope(d.n.cfg.NodeName, entries, states...)
 	d.n.met.sent("pushpull", len(b))
 	return b
 }
@@ -71,14 +64,13 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 }
 
 // NotifyJoin sends the newcomer our full entry, so it can expand our deltas
-// before the next push/pull. memberlist holds its node lock here: no calls
+// before the next push/pull, and every payload's own part. memberlist holds its node lock here: no calls
 // back into it, only non-blocking hand-offs.
 func (d *delegate) NotifyJoin(node *memberlist.Node) {
 	d.n.setMember(node, true)
 	if node.Name != d.n.cfg.NodeName {
 		c := *node
-		d.n.queueFull(&c)
-		d.n.queueSketch(&c)
+		d.n.queueFull(&c, true)
 	}
 	d.n.wake()
 }
@@ -111,10 +103,8 @@ func kindName(b []byte) string {
 			return "delta"
 		case kindFull:
 			return "full"
-		case kindWorkers:
-			return "workers"
-		case kindSketch:
-			return "sketch"
+		case kindEnvelope:
+			return "payload"
 		}
 	}
 	return "other"
@@ -127,21 +117,56 @@ func kindName(b []byte) string {
 // or a wrong-key peer on the gossip port would otherwise flood the log.
 // Every line is counted in prefixring_gossip_log_lines_total.
 func newMemberlistLogger(l *slog.Logger, n *Node) *log.Logger {
-	return log.New(&logWriter{l: l, n: n, last: map[string]logKind{}}, "", 0)
+	return log.New(&logWriter{l: l, n: n, limits: newLimiter()}, "", 0)
 }
 
 const logEvery = time.Minute
+
+// limiter lets one log line of each kind through per logEvery, and counts
+// the ones it holds back.
+type limiter struct {
+	mu   sync.Mutex
+	last map[string]logKind
+}
 
 type logKind struct {
 	at         time.Time
 	suppressed int
 }
 
+func newLimiter() *limiter { return &limiter{last: map[string]logKind{}} }
+
+// allow reports whether a line of kind may be logged now, and how many were
+// held back since the last one that was.
+func (l *limiter) allow(kind string, now time.Time) (ok bool, suppressed int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k, seen := l.last[kind]
+	if seen && now.Sub(k.at) < logEvery {
+		k.suppressed++
+		l.last[kind] = k
+		return false, 0
+	}
+	l.last[kind] = logKind{at: now}
+	return true, k.suppressed
+}
+
+// warnLimited logs a warning of kind at most once per logEvery.
+func (n *Node) warnLimited(kind, msg string, args ...any) {
+	ok, suppressed := n.logs.allow(kind, time.Now())
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		args = append(args, "suppressed_since_last", suppressed)
+	}
+	n.log.Warn(msg, args...)
+}
+
 type logWriter struct {
-	l    *slog.Logger
-	n    *Node
-	mu   sync.Mutex
-	last map[string]logKind
+	l      *slog.Logger
+	n      *Node
+	limits *limiter
 }
 
 var logNoise = regexp.MustCompile(`(from=|addr=)?\S*[0-9]\S*`)
@@ -164,21 +189,12 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	if w.n != nil && w.n.met != nil {
 		w.n.met.logLines.WithLabelValues(level.String()).Inc()
 	}
-	kind := logNoise.ReplaceAllString(msg, "")
-	now := time.Now()
-	w.mu.Lock()
-	k, seen := w.last[kind]
-	if seen && now.Sub(k.at) < logEvery {
-		k.suppressed++
-		w.last[kind] = k
-		w.mu.Unlock()
-		return len(p), nil
-	}
-	w.last[kind] = logKind{at: now}
-	w.mu.Unlock()
-	if k.suppressed > 0 {
-		w.l.Log(context.Background(), level, msg, "suppressed_since_last", k.suppressed)
-	} else {
+	ok, suppressed := w.limits.allow(logNoise.ReplaceAllString(msg, ""), time.Now())
+	switch {
+	case !ok:
+	case suppressed > 0:
+		w.l.Log(context.Background(), level, msg, "suppressed_since_last", suppressed)
+	default:
 		w.l.Log(context.Background(), level, msg)
 	}
 	return len(p), nil

@@ -14,7 +14,9 @@
 // message each interval (a delta, without the endpoint list, when the full
 // entry does not fit a packet); push/pull exchanges full state for
 // anti-entropy; memberlist callbacks copy their input onto a bounded queue
-// and never block. The registered-worker set ([Node.ShareWorkers]) and the
-// shared-prefix sketch ([Node.ShareSketch]) ride on message kinds of their
-// own. See DESIGN.md for the protocol, its message sizes and its cost.
+// and never block. Other packages' replicated values ride along as a
+// [Payload] ([Node.Carry]): the node carries their bytes in tagged sections
+// of one envelope without understanding them (the registered-worker set,
+// workers.Share; the shared-prefix sketch, prefix.Share). See DESIGN.md for
+// the protocol, its message sizes and its cost.
 package gossip

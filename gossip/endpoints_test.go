@@ -16,11 +16,11 @@ func TestEjectedEndpointReturnsWithGossip(t *testing.T) {
 		c := newCluster(t, 1)
 		r := c.mustStart("r0", c.seed)
 		bad := testEndpoints[1]
-		r.node.VoteHealth(bad, false)
+		r.node.voteHealth(bad, false)
 		time.Sleep(time.Second)
-		r.node.VoteEndpoints(testEndpoints[:1])
+		r.node.voteEndpoints(testEndpoints[:1])
 		time.Sleep(time.Second)
-		r.node.VoteEndpoints(testEndpoints) // back, and its probes pass: the checker starts it fresh
+		r.node.voteEndpoints(testEndpoints) // back, and its probes pass: the checker starts it fresh
 		time.Sleep(time.Second)
 		st, _ := r.bal.Status()
 		for _, e := range st {
@@ -40,7 +40,7 @@ func TestLeasesOnUndiscoveredEndpointsCount(t *testing.T) {
 		r0 := c.mustStart("r0", c.seed)
 		c.mustStart("r2", "10.0.0.3:7946")
 		r1 := c.mustStart("r1", "10.0.0.2:7946")
-		r1.node.VoteEndpoints(testEndpoints[:3])
+		r1.node.voteEndpoints(testEndpoints[:3])
 		time.Sleep(2 * time.Second)
 		lagging := testEndpoints[3]
 		for range 5 { // placed on it by r1 (the bound would spread keys)

@@ -70,7 +70,7 @@ func measureBandwidth(t *testing.T, replicas, endpoints int, seed string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n.VoteEndpoints(eps)
+		n.voteEndpoints(eps)
 		if err := n.Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}

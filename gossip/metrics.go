@@ -15,9 +15,6 @@ type metrics struct {
 	conflicts   prometheus.Counter
 	joins       prometheus.Counter
 	logLines    *prometheus.CounterVec
-
-	sketchPrefixes  prometheus.Gauge
-	sketchSummaries prometheus.Gauge
 }
 
 func newMetrics(n *Node, reg prometheus.Registerer) *metrics {
@@ -28,7 +25,7 @@ func newMetrics(n *Node, reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		messages: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "prefixring_gossip_messages_total",
-			Help: "Gossip messages sent (direction=out) and received (in), by kind (delta, full, workers, sketch, pushpull).",
+			Help: "Gossip messages sent (direction=out) and received (in), by kind (delta, full, payload: an envelope of payload sections, pushpull).",
 		}, []string{"direction", "kind"}),
 		bytes: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "prefixring_gossip_bytes_total",
@@ -72,14 +69,6 @@ func newMetrics(n *Node, reg prometheus.Registerer) *metrics {
 			return 0
 		}
 		return float64(n.ml.NumMembers())
-	})
-	m.sketchPrefixes = f.NewGauge(prometheus.GaugeOpts{
-		Name: "prefixring_gossip_sketch_common_prefixes",
-		Help: "Prefixes in the shared-prefix table merged from the published sketch summaries (0 without a sketch).",
-	})
-	m.sketchSummaries = f.NewGauge(prometheus.GaugeOpts{
-		Name: "prefixring_gossip_sketch_summaries",
-		Help: "Published sketch summaries the shared-prefix table is merged from, this replica's included.",
 	})
 	reg.MustRegister(ageCollector{n})
 	return m

@@ -4,18 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/prefixring/prefixring/gossip/core"
 	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prefixring/prefixring/gossip/core"
+
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prefixring/prefixring/ring"
-	"github.com/prefixring/prefixring/workers"
 )
 
 // ErrNameConflict is returned by [Node.Start] when a live member already uses
@@ -36,13 +36,13 @@ type Node struct {
 	sink  VerdictSink
 	addr  string // our advertise address, as memberlist reports it
 
-	inbox chan []byte           // copies of messages from callbacks
-	sendq chan *memberlist.Node // members owed our full entry
-	poke  chan struct{}         // wake the loop (membership or observation change)
-	wsend chan struct{}         // the worker set changed here: send it to all
+	inbox   chan []byte   // copies of messages from callbacks
+	sendq   chan owed     // members owed our full entry
+	replies chan reply    // payloads' answers to members
+	poke    chan struct{} // wake the loop (membership or observation change)
 
-	workers *workers.Set // the registered-worker set, when shared (ShareWorkers)
-	sk      *sketchShare // the shared-prefix sketch, when shared (ShareSketch)
+	payloads []Payload // carried (Carry), by tag
+	logs     *limiter  // rate-limits the node's own warnings
 
 	mu    sync.Mutex // guards everything below
 	view  view
@@ -79,10 +79,10 @@ type VerdictSink interface {
 	ApplyVerdict(endpoints, down []string)
 }
 
-// BalancerSink applies verdicts straight to a balancer, on the caller's
+// balancerSinkFor applies verdicts straight to a balancer, on the caller's
 // goroutine: for tests and single-process tools. A router passes its
 // upstream.Set instead, which rebuilds the ring off the gossip loop.
-func BalancerSink(b *ring.Balancer) VerdictSink { return balancerSink{b} }
+func balancerSinkFor(b *ring.Balancer) VerdictSink { return balancerSink{b} }
 
 type balancerSink struct{ b *ring.Balancer }
 
@@ -106,14 +106,14 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 	}
 	n := &Node{
 		cfg: cfg, bal: bal, loads: core.NewClusterLoads(bal.Inflight(), cfg.View), log: log.With("component", "gossip"),
-		inbox: make(chan []byte, cfg.QueueSize), sendq: make(chan *memberlist.Node, 256),
-		poke: make(chan struct{}, 1), wsend: make(chan struct{}, 1), obs: observations{down: map[string]bool{}},
+		inbox: make(chan []byte, cfg.QueueSize), sendq: make(chan owed, 256), replies: make(chan reply, 64),
+		poke: make(chan struct{}, 1), obs: observations{down: map[string]bool{}}, logs: newLimiter(),
 		inc: uint64(time.Now().UnixNano()), stop: make(chan struct{}), members: map[string]memberlist.Node{},
 	}
 	n.view = newView(cfg.NodeName, cfg.StaleAfter, n.loads)
 	n.sink = cfg.Sink
 	if n.sink == nil {
-		n.sink = BalancerSink(bal)
+		n.sink = balancerSinkFor(bal)
 	}
 	n.met = newMetrics(n, reg)
 	bal.SetLoads(n.loads)
@@ -141,9 +141,6 @@ func (n *Node) Start(ctx context.Context) error {
 	n.ml = ml
 	n.addr = ml.LocalNode().Address()
 	n.publish(time.Now(), true)
-	if n.sk != nil {
-		n.publishSketch(true) // under this process's incarnation, even if empty
-	}
 	first := false
 	if len(n.cfg.Join) > 0 {
 		first = n.joinBounded(ctx)
@@ -153,10 +150,13 @@ func (n *Node) Start(ctx context.Context) error {
 		n.joinWG.Wait()
 		return fmt.Errorf("%w: %q is at %s", ErrNameConflict, n.cfg.NodeName, *c)
 	}
-	n.wg.Add(3)
+	n.wg.Add(3 + len(n.payloads))
 	go n.loop()
 	go n.sender()
 	go n.joinLoop(first)
+	for _, p := range n.payloads {
+		go n.carry(p)
+	}
 	return nil
 }
 
@@ -165,12 +165,6 @@ func (n *Node) loop() {
 	defer n.wg.Done()
 	t := time.NewTicker(n.cfg.Interval)
 	defer t.Stop()
-	var sketchTick <-chan time.Time
-	if n.sk != nil {
-		st := time.NewTicker(n.cfg.SketchInterval)
-		defer st.Stop()
-		sketchTick = st.C
-	}
 	for {
 		select {
 		case <-n.stop:
@@ -179,46 +173,39 @@ func (n *Node) loop() {
 			n.receive(b)
 		case <-n.poke:
 			n.refresh(time.Now())
-			n.refreshSketch()
 		case <-t.C:
 			n.publish(time.Now(), false)
-		case <-sketchTick:
-			n.tickSketch()
 		}
 	}
 }
 
-// sender sends our full entry over TCP to members that need it: newcomers,
-// and everyone when our endpoint list changed and does not fit a packet.
+// owed is a member owed our full entry: a member that joins (then with
+// every payload's own part), or every member when our endpoint list
+// changed and does not fit a packet.
+type owed struct {
+	to   *memberlist.Node
+	join bool
+}
+
+// sender sends over TCP what members are owed, and payloads' replies.
 func (n *Node) sender() {
 	defer n.wg.Done()
-	var sketchAll <-chan struct{}
-	var sketchTo <-chan *memberlist.Node
-	var sketchRepairs <-chan sketchRepair
-	if n.sk != nil {
-		sketchAll, sketchTo, sketchRepairs = n.sk.send, n.sk.sendTo, n.sk.repair
-	}
 	for {
 		select {
 		case <-n.stop:
 			return
-		case <-n.wsend:
-			n.sendWorkers()
-		case <-sketchAll:
-			n.sendSketch()
-		case to := <-sketchTo:
-			n.sendSketch(to)
-		case r := <-sketchRepairs:
-			n.sendRepair(r)
-		case to := <-n.sendq:
+		case r := <-n.replies:
+			n.sendReliable(&r.to, r.msg, "payload")
+		case o := <-n.sendq:
 			n.mu.Lock()
-			msg := EncodeFull(n.last)
+			last := n.last
 			n.mu.Unlock()
-			if err := n.ml.SendReliable(to, msg); err != nil {
-				n.met.dropped.WithLabelValues("send_error").Inc()
+			if !o.join {
+				n.sendReliable(o.to, encodeFull(last), "full")
 				continue
 			}
-			n.met.sent("full", len(msg))
+			locals := n.payloadSections(Payload.Local)
+			n.sendReliable(o.to, encodeEnvelope(n.cfg.NodeName, []core.Entry{last}, locals...), "full")
 		}
 	}
 }
@@ -249,9 +236,9 @@ func (n *Node) Vote(gen uint64, discovered, down []string) {
 	n.wake()
 }
 
-// VoteEndpoints records the endpoint set this replica discovered, and
+// voteEndpoints records the endpoint set this replica discovered, and
 // forgets its health observations of endpoints outside it.
-func (n *Node) VoteEndpoints(ids []string) {
+func (n *Node) voteEndpoints(ids []string) {
 	n.mu.Lock()
 	n.obs.endpoints, n.obs.discovered = slices.Clone(ids), true
 	for id := range n.obs.down {
@@ -263,8 +250,8 @@ func (n *Node) VoteEndpoints(ids []string) {
 	n.wake()
 }
 
-// VoteHealth records this replica's check of endpoint id.
-func (n *Node) VoteHealth(id string, healthy bool) {
+// voteHealth records this replica's check of endpoint id.
+func (n *Node) voteHealth(id string, healthy bool) {
 	n.mu.Lock()
 	if healthy {
 		delete(n.obs.down, id)
@@ -322,7 +309,7 @@ func (n *Node) Leave(timeout time.Duration) error {
 	n.view.Publish(e)
 	n.last = e
 	n.mu.Unlock()
-	n.broadcast(EncodeFull(e), "full")
+	n.broadcast(encodeFull(e), "full")
 	err := n.ml.Leave(timeout)
 	return errors.Join(err, n.shutdown())
 }

@@ -20,7 +20,7 @@ import (
 // its publish loop, its merge loop and memberlist's push/pull LocalState
 // take) is held while a new endpoint set's ring is built, at 256 and 512
 // endpoints: with the verdict applied on the node's goroutine, as before
-// issue 7 (gossip.BalancerSink), and with the endpoint set as the sink,
+// issue 7 (the default sink, the node's own balancer), and with the endpoint set as the sink,
 // which builds the ring on its own goroutine. It is a measurement, not a
 // check: GOSSIP_MEASURE=1 go test -run MeasureRebuildStall -v ./gossip
 func TestMeasureRebuildStall(t *testing.T) {
@@ -98,7 +98,7 @@ func measureStall(t *testing.T, n int, sync_ bool) (stall, build time.Duration) 
 	if set != nil {
 		_ = set.SetSource("static", ids)
 	} else {
-		node.VoteEndpoints(ids)
+		node.Vote(1, ids, nil)
 	}
 	for {
 		st, _ := bal.Status()

@@ -1,9 +1,11 @@
 package gossip
 
 import (
-	"github.com/prefixring/prefixring/gossip/core"
+	"errors"
 	"slices"
 	"time"
+
+	"github.com/prefixring/prefixring/gossip/core"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -42,21 +44,21 @@ func (n *Node) publish(now time.Time, force bool) {
 	if !send || n.ml == nil { // nil: not started; tests drive publish and receive by hand
 		return
 	}
-	msg, kind := EncodeFull(e), "full"
+	msg, kind := encodeFull(e), "full"
 	if len(msg) > n.cfg.MaxPacket {
-		msg, kind = EncodeDelta(e), "delta"
+		msg, kind = encodeDelta(e), "delta"
 		if listChanged {
 			for _, t := range targets {
-				n.queueFull(t)
+				n.queueFull(t, false)
 			}
 		}
 	}
 	n.sendAll(targets, msg, kind)
 }
 
-func (n *Node) queueFull(to *memberlist.Node) {
+func (n *Node) queueFull(to *memberlist.Node, join bool) {
 	select {
-	case n.sendq <- to:
+	case n.sendq <- owed{to: to, join: join}:
 	default:
 		n.met.dropped.WithLabelValues("send_queue_full").Inc()
 	}
@@ -121,34 +123,38 @@ func (n *Node) applyVerdictLocked(now time.Time) {
 
 // receive decodes and merges one message from a peer.
 func (n *Node) receive(b []byte) {
-	m, err := Decode(b)
-	if err != nil {
+	m, err := decode(b)
+	switch {
+	case errors.Is(err, errVersion):
+		n.met.dropped.WithLabelValues("unknown_version").Inc()
+		n.warnLimited("unknown_version", "gossip: message of another wire version refused (a replica of another build?)", "err", err)
+		return
+	case errors.Is(err, errUnknownKind):
+		n.met.dropped.WithLabelValues("unknown_kind").Inc()
+		n.warnLimited("unknown_kind", "gossip: message of an unknown kind refused", "err", err)
+		return
+	case err != nil:
 		n.met.dropped.WithLabelValues("malformed").Inc()
 		return
 	}
-	// Before n.mu: merging calls the set's subscribers, which feed the
-	// endpoint set, which reports back to this node.
-	if len(m.Workers) > 0 && n.workers != nil {
-		n.workers.Merge(m.Workers)
+	if m.badEntries {
+		n.met.dropped.WithLabelValues("malformed_section").Inc()
+		n.warnLimited("malformed_section", "gossip: a section did not decode; skipped", "tag", tagEntries, "from", m.from)
 	}
-	// Sketch records before n.mu too: merging may call onCommon. Without
-	// a sketch plugged we hold none, so our push/pull stays what it was.
-	if n.sk != nil {
-		if len(m.Sketches) > 0 {
-			n.mergeSketches(m.Sketches)
-		}
-		if m.SketchFrom != "" {
-			n.repairSketches(m.SketchFrom, m.SketchVersions)
-		}
+	// Payloads before n.mu: merging the worker set calls its subscribers,
+	// which feed the endpoint set, which reports back to this node.
+	n.mergeSections(m.from, m.sections)
+	if len(m.entries) == 0 {
+		return
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if !m.Expand(n.view.Table()) {
+	if !m.expand(n.view.Table()) {
 		n.met.dropped.WithLabelValues("unknown_endpoint_list").Inc()
 		return
 	}
-	in := m.Entries[:0]
-	for _, e := range m.Entries {
+	in := m.entries[:0]
+	for _, e := range m.entries {
 		switch addr, known := n.view.alive[e.Node]; {
 		case e.Node == n.cfg.NodeName:
 			// An entry of ours we did not write: an earlier incarnation at

@@ -28,7 +28,7 @@ func offlineNode(t *testing.T, name, addr string, mode core.ViewMode, peers map[
 		t.Fatal(err)
 	}
 	n.addr = addr
-	n.VoteEndpoints(testEndpoints)
+	n.voteEndpoints(testEndpoints)
 	for p, a := range peers {
 		host, port, _ := splitHostPort(a)
 		n.setMember(&memberlist.Node{Name: p, Addr: net.ParseIP(host), Port: uint16(port)}, true)
@@ -64,8 +64,8 @@ func TestSharedViewSeesOwnLeasesOnlyOncePublished(t *testing.T) {
 		for _, mode := range core.ViewModes {
 			a := offlineNode(t, "a", addrs["a"], mode, addrs)
 			b := offlineNode(t, "b", addrs["b"], mode, addrs)
-			b.receive(EncodeFull(a.last))
-			a.receive(EncodeFull(b.last)) // a has a peer now
+			b.receive(encodeFull(a.last))
+			a.receive(encodeFull(b.last)) // a has a peer now
 			l := hold(t, a, 7)
 			want := map[core.ViewMode]int64{core.ViewShared: 0, core.ViewExact: 1, core.ViewOverlay: 1}[mode]
 			if got := a.Loads().Load(l.Endpoint); got != want || a.Loads().Total() != want {
@@ -79,7 +79,7 @@ func TestSharedViewSeesOwnLeasesOnlyOncePublished(t *testing.T) {
 			if got := b.Loads().Total(); got != 0 {
 				t.Fatalf("%s: b sees %d before receipt", mode, got)
 			}
-			b.receive(EncodeFull(a.last))
+			b.receive(encodeFull(a.last))
 			if got := b.Loads().Load(l.Endpoint); got != 1 {
 				t.Fatalf("%s: b sees %d after receipt, want 1", mode, got)
 			}
@@ -130,8 +130,8 @@ func TestSharedViewIsIdenticalAcrossReplicas(t *testing.T) {
 				time.Sleep(DefaultConfig().Interval)
 				a.publish(time.Now(), false)
 				b.publish(time.Now(), false)
-				b.receive(EncodeFull(a.last))
-				a.receive(EncodeFull(b.last))
+				b.receive(encodeFull(a.last))
+				a.receive(encodeFull(b.last))
 			}
 			exchange()
 			if la, lb := loadsOf(a), loadsOf(b); la != lb || la[:9] != "total=24 " {

@@ -4,230 +4,165 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
 	"github.com/prefixring/prefixring/gossip/core"
 	"github.com/prefixring/prefixring/internal/wire"
-
-	"github.com/prefixring/prefixring/workers"
 )
 
-// Wire format, version 2. Every message starts with the version byte and a
-// kind byte. Integers are varints; strings are length-prefixed.
+// Wire format, version 3. Every message starts with the version byte and a
+// kind byte; integers are varints, strings length-prefixed.
 //
-//	header: node, addr, incarnation, version, stamp, flags (bit 0: left)
-//	delta:  header, digest (8 bytes LE), n, n counts, down bits, listed bits
-//	full:   header, n, n endpoint IDs, n counts, down bits, listed bits
-//	state:  m, then m bodies of full messages (without version and kind)
+//	delta:    an entry without its endpoint list (core.AppendDelta)
+//	full:     an entry (core.AppendEntry)
+//	envelope: from (the sender's name), s, then s sections, each: tag
+//	          (1 byte), length, body. Tags increase, each at most once.
+//	  tag 0:  entries: m, then m entries (core.AppendEntries)
+//	  tag t:  the body of the payload carried under tag t ([Payload])
 //
-// Kinds 4 and 5 carry the registered-worker set (workers.go), 6 and 7 the
-// shared-prefix sketch (sketch.go).
-//
-// A delta names its endpoint list by [Digest] only, so at 500 endpoints it
-// still fits one UDP packet; the receiver expands it from an entry it holds
-// with the same list, or drops it and waits for a full entry. Bits are
-// ceil(n/8) bytes, bit i of byte i/8 for endpoint i. Version 1 had no
-// listed bits (an entry listed only what its replica discovered); a
-// version-1 message is dropped as malformed-version, so upgrade replicas
-// together, or accept a few seconds of split counts while they restart.
+// Deltas and full entries are the per-interval publications (UDP, so they
+// stay small: a delta of 500 endpoints fits one packet); the envelope
+// carries everything else: push/pull (our entries and every payload's
+// state), a member that joins (our entry and every payload's own part), a
+// payload's broadcast, and a payload's reply. A section whose tag this
+// build carries no payload for is skipped, and so is one its payload
+// cannot decode: each is counted, never the whole message. A message of
+// another version or an unknown kind is refused, counted and logged (at
+// most once a minute a reason). Version 2 had three push/pull kinds and
+// one kind per payload; version 1 had no listed bits.
 const (
-	wireVersion = 2
+	wireVersion = 3
 
-	kindDelta byte = 1
-	kindFull  byte = 2
-	kindState byte = 3
+	kindDelta    byte = 1
+	kindFull     byte = 2
+	kindEnvelope byte = 3
 
-	maxEndpoints = 1 << 16
-	maxString    = 1 << 12
-	maxEntries   = 1 << 14
+	tagEntries byte = 0
+	maxSection      = 64 // sections in one envelope
 )
 
-var errMalformed = errors.New("gossip: malformed message")
+var (
+	errMalformed   = errors.New("gossip: malformed message")
+	errVersion     = errors.New("gossip: unknown wire version")
+	errUnknownKind = errors.New("gossip: unknown message kind")
+)
 
-func appendString(b []byte, s string) []byte { return wire.AppendString(b, s) }
-
-// EncodeDelta encodes e as a delta message.
-func EncodeDelta(e core.Entry) []byte {
+// encodeDelta encodes e as a delta message.
+func encodeDelta(e core.Entry) []byte {
 	return core.AppendDelta([]byte{wireVersion, kindDelta}, e)
 }
 
-// EncodeFull encodes e with its endpoint list.
-func EncodeFull(e core.Entry) []byte { return core.AppendEntry([]byte{wireVersion, kindFull}, e) }
+// encodeFull encodes e with its endpoint list.
+func encodeFull(e core.Entry) []byte { return core.AppendEntry([]byte{wireVersion, kindFull}, e) }
 
-// EncodeState encodes entries for a push/pull exchange.
-func EncodeState(entries []core.Entry) []byte {
-	return core.AppendEntries([]byte{wireVersion, kindState}, entries)
+// section is one tagged part of an envelope.
+type section struct {
+	tag  byte
+	body []byte
 }
 
-// Message is a decoded message. A delta has Digest set and Entry.Endpoints
-// nil until expanded with [Message.Expand].
-type Message struct {
-	Kind    byte
-	Entries []core.Entry
-	Digest  uint64       // deltas only
-	Workers []workers.Op // workers, state+workers and state+ext messages only
-	// Sketches are sketch records (sketch and state+ext messages).
-	Sketches []SketchRecord
-	// SketchVersions are the versions of the sketch records SketchFrom
-	// holds (state+ext messages of a periodic push/pull).
-	SketchFrom     string
-	SketchVersions []SketchVersion
+// encodeEnvelope encodes sections (tags increasing) from node from.
+// Entries, if any, go first under tag 0.
+func encodeEnvelope(from string, entries []core.Entry, sections ...section) []byte {
+	b := wire.AppendString([]byte{wireVersion, kindEnvelope}, from)
+	n := len(sections)
+	if entries != nil {
+		n++
+	}
+	b = binary.AppendUvarint(b, uint64(n))
+	if entries != nil {
+		b = append(b, tagEntries)
+		b = wire.AppendBytes(b, core.AppendEntries(nil, entries))
+	}
+	for _, s := range sections {
+		b = append(b, s.tag)
+		b = wire.AppendBytes(b, s.body)
+	}
+	return b
 }
 
-// Decode parses a message. It never panics on bad input.
-func Decode(b []byte) (Message, error) {
+// message is a decoded message. A delta has digest set and its entry's
+// Endpoints nil until expanded with [message.expand]. An envelope's
+// entries section is decoded (badEntries: it did not decode, and entries
+// is empty); its other sections are left to their payloads.
+type message struct {
+	kind       byte
+	from       string
+	entries    []core.Entry
+	digest     uint64
+	sections   []section
+	badEntries bool
+}
+
+// decode parses a message. It never panics on bad input. An error wraps
+// errVersion, errUnknownKind or errMalformed.
+func decode(b []byte) (message, error) {
 	if len(b) < 2 {
-		return Message{}, errMalformed
+		return message{}, errMalformed
 	}
 	if b[0] != wireVersion {
-		return Message{}, fmt.Errorf("gossip: wire version %d, want %d", b[0], wireVersion)
+		return message{}, fmt.Errorf("%w %d (this build speaks %d)", errVersion, b[0], wireVersion)
 	}
-	r := &reader{b: b[2:]}
-	m := Message{Kind: b[1]}
-	switch m.Kind {
+	m := message{kind: b[1]}
+	switch m.kind {
 	case kindDelta:
-		e := r.header()
-		m.Digest = r.u64()
-		n := r.count(maxEndpoints)
-		r.countsAndDown(&e, n)
-		m.Entries = []core.Entry{e}
+		d, err := core.DecodeDelta(b[2:])
+		if err != nil {
+			return message{}, errMalformed
+		}
+		m.entries, m.digest = []core.Entry{d.Entry}, d.Digest
 	case kindFull:
-		m.Entries = []core.Entry{r.full()}
-	case kindState, kindStateWorkers, kindStateExt:
-		n := r.count(maxEntries)
-		for i := 0; i < n && r.err == nil; i++ {
-			m.Entries = append(m.Entries, r.full())
+		e, err := core.DecodeEntry(b[2:])
+		if err != nil {
+			return message{}, errMalformed
 		}
-		switch m.Kind {
-		case kindStateWorkers:
-			m.Workers = r.ops()
-		case kindStateExt:
-			r.sections(&m)
+		m.entries = []core.Entry{e}
+	case kindEnvelope:
+		if err := m.readEnvelope(b[2:]); err != nil {
+			return message{}, err
 		}
-	case kindWorkers:
-		m.Workers = r.ops()
-	case kindSketch:
-		m.Sketches = r.sketchRecords(1)
 	default:
-		return Message{}, fmt.Errorf("gossip: unknown message kind %d", m.Kind)
-	}
-	if r.err == nil && len(r.b) != 0 {
-		r.err = errMalformed
-	}
-	if r.err != nil {
-		return Message{}, r.err
+		return message{}, fmt.Errorf("%w %d", errUnknownKind, m.kind)
 	}
 	return m, nil
 }
 
-// Expand fills a delta's endpoint list from s. It reports false when s holds
-// no list with the delta's digest, or the list's length differs.
-func (m *Message) Expand(s *core.EntryTable) bool {
-	if m.Kind != kindDelta {
+// readEnvelope reads an envelope's sender and sections, and decodes its
+// entries section.
+func (m *message) readEnvelope(b []byte) error {
+	r := wire.NewReader(b)
+	m.from = r.String()
+	n := r.Count(maxSection)
+	for i := 0; i < n && r.Err() == nil; i++ {
+		s := section{tag: r.Byte(), body: r.LenBytes()}
+		if r.Err() == nil && i > 0 && s.tag <= m.sections[len(m.sections)-1].tag {
+			r.Fail(errMalformed) // tags increase, each at most once
+		}
+		m.sections = append(m.sections, s)
+	}
+	if r.Done() != nil {
+		return errMalformed
+	}
+	if len(m.sections) > 0 && m.sections[0].tag == tagEntries {
+		entries, err := core.DecodeEntries(m.sections[0].body)
+		m.entries, m.badEntries = entries, err != nil
+		if err != nil {
+			m.entries = nil
+		}
+		m.sections = m.sections[1:]
+	}
+	return nil
+}
+
+// expand fills a delta's endpoint list from t. It reports false when t
+// holds no list with the delta's digest, or the list's length differs.
+func (m *message) expand(t *core.EntryTable) bool {
+	if m.kind != kindDelta {
 		return true
 	}
-	eps, ok := s.EndpointsOf(m.Digest)
-	if !ok || len(eps) != len(m.Entries[0].Counts) {
+	d := core.Delta{Entry: m.entries[0], Digest: m.digest}
+	if !d.Expand(t) {
 		return false
 	}
-	m.Entries[0].Endpoints = eps
+	m.entries[0] = d.Entry
 	return true
-}
-
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err = errMalformed
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) varint() int64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.err = errMalformed
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) bytes(n int) []byte {
-	if r.err != nil || n > len(r.b) {
-		r.err = errMalformed
-		return nil
-	}
-	out := r.b[:n]
-	r.b = r.b[n:]
-	return out
-}
-
-func (r *reader) count(limit int) int {
-	n := r.uvarint()
-	if n > uint64(limit) {
-		r.err = errMalformed
-		return 0
-	}
-	return int(n)
-}
-
-func (r *reader) str() string { return string(r.bytes(r.count(maxString))) }
-
-func (r *reader) u64() uint64 {
-	if b := r.bytes(8); b != nil {
-		return binary.LittleEndian.Uint64(b)
-	}
-	return 0
-}
-
-func (r *reader) header() core.Entry {
-	e := core.Entry{Node: r.str(), Addr: r.str()}
-	e.Incarnation, e.Version, e.Stamp = r.uvarint(), r.uvarint(), r.varint()
-	if f := r.bytes(1); f != nil {
-		e.Left = f[0]&1 != 0
-	}
-	return e
-}
-
-func (r *reader) countsAndDown(e *core.Entry, n int) {
-	e.Counts = make([]int64, n)
-	for i := 0; i < n && r.err == nil; i++ {
-		e.Counts[i] = r.varint()
-	}
-	e.Down, e.Listed = r.bits(n), r.bits(n)
-}
-
-func (r *reader) bits(n int) []bool {
-	out := make([]bool, n)
-	bits := r.bytes((n + 7) / 8)
-	for i := 0; i < n && r.err == nil; i++ {
-		out[i] = bits[i/8]&(1<<(i%8)) != 0
-	}
-	return out
-}
-
-func (r *reader) full() core.Entry {
-	e := r.header()
-	n := r.count(maxEndpoints)
-	e.Endpoints = make([]string, 0, min(n, 1024))
-	for i := 0; i < n && r.err == nil; i++ {
-		id := r.str()
-		if i > 0 && id <= e.Endpoints[i-1] {
-			r.err = errMalformed // entries keep their endpoints sorted and unique
-		}
-		e.Endpoints = append(e.Endpoints, id)
-	}
-	r.countsAndDown(&e, n)
-	return e
 }

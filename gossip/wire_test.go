@@ -1,9 +1,21 @@
 package gossip
 
 import (
-	"github.com/prefixring/prefixring/gossip/core"
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"log/slog"
 	"reflect"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/prefixring/prefixring/gossip/core"
+	"github.com/prefixring/prefixring/workers"
 )
 
 func TestWireRoundTrip(t *testing.T) {
@@ -13,25 +25,76 @@ func TestWireRoundTrip(t *testing.T) {
 	if len(e.Endpoints) != 4 || e.Listed[3] || !e.Listed[0] || e.Counts[3] != 2 {
 		t.Fatalf("an endpoint with leases but not discovered: %+v", e)
 	}
-	m, err := Decode(EncodeFull(e))
-	if err != nil || !reflect.DeepEqual(m.Entries, []core.Entry{e}) {
+	m, err := decode(encodeFull(e))
+	if err != nil || !reflect.DeepEqual(m.entries, []core.Entry{e}) {
 		t.Fatalf("full: %v %+v", err, m)
 	}
-	m, err = Decode(EncodeState([]core.Entry{e, {Node: "x", Left: true, Endpoints: []string{}, Counts: []int64{}, Down: []bool{}}}))
-	if err != nil || len(m.Entries) != 2 || !reflect.DeepEqual(m.Entries[0], e) {
-		t.Fatalf("state: %v %+v", err, m)
+	m, err = decode(encodeEnvelope("node-1", []core.Entry{e, {Node: "x", Left: true, Endpoints: []string{}, Counts: []int64{}, Down: []bool{}}}))
+	if err != nil || m.from != "node-1" || len(m.entries) != 2 || !reflect.DeepEqual(m.entries[0], e) || len(m.sections) != 0 {
+		t.Fatalf("envelope: %v %+v", err, m)
 	}
-	m, err = Decode(EncodeDelta(e))
+	m, err = decode(encodeDelta(e))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Expand(core.NewEntryTable()) {
+	if m.expand(core.NewEntryTable()) {
 		t.Fatal("delta expanded without a known endpoint list")
 	}
 	s := core.NewEntryTable()
 	s.Merge(e)
-	if !m.Expand(s) || !reflect.DeepEqual(m.Entries[0], e) {
-		t.Fatalf("delta: %+v", m.Entries[0])
+	if !m.expand(s) || !reflect.DeepEqual(m.entries[0], e) {
+		t.Fatalf("delta: %+v", m.entries[0])
+	}
+}
+
+// TestEnvelopeWire: sections round-trip in tag order, the entries section
+// included or not; every truncation, a trailing byte, tags out of order or
+// repeated, and more than maxSection sections are refused.
+func TestEnvelopeWire(t *testing.T) {
+	e := core.NewEntry("r0", "10.0.0.1:7946", 7, 3, t0, []string{"http://a:1", "http://b:1"}, map[string]int64{"http://a:1": 2}, map[string]bool{"http://b:1": true})
+	// The entries' encoding is core's, unchanged (golden); the envelope
+	// adds the version, the kind, the sender, a count and a tag and
+	// length a section.
+	const golden = "0303" + "027230" + "01" + "00" + "36" + "01" + "027230" + "0d31302e302e302e313a37393436" + "0703" + "80f0cbf28365" + "00" +
+		"02" + "0a687474703a2f2f613a31" + "0a687474703a2f2f623a31" + "0400" + "02" + "03"
+	if got := hex.EncodeToString(encodeEnvelope("r0", []core.Entry{e})); got != golden {
+		t.Fatalf("envelope encoding changed:\n%s\n%s", got, golden)
+	}
+	secs := []section{{tag: 1, body: []byte("ops")}, {tag: 2, body: nil}, {tag: 200, body: []byte("later")}}
+	var msgs [][]byte
+	for _, entries := range [][]core.Entry{nil, {e}} {
+		for k := range len(secs) + 1 {
+			b := encodeEnvelope("r0", entries, secs[:k]...)
+			m, err := decode(b)
+			if err != nil || m.from != "r0" || len(m.entries) != len(entries) || len(m.sections) != k || m.badEntries {
+				t.Fatalf("%d entries, %d sections: %v %+v", len(entries), k, err, m)
+			}
+			for i, s := range m.sections {
+				if s.tag != secs[i].tag || !bytes.Equal(s.body, secs[i].body) {
+					t.Fatalf("section %d: %+v", i, s)
+				}
+			}
+			msgs = append(msgs, b)
+		}
+	}
+	for _, b := range msgs {
+		for i := range len(b) {
+			if _, err := decode(b[:i]); err == nil {
+				t.Fatalf("%x truncated to %d bytes decoded", b, i)
+			}
+		}
+		if _, err := decode(append(slices.Clone(b), 0)); err == nil {
+			t.Fatalf("%x with a trailing byte decoded", b)
+		}
+	}
+	for name, secs := range map[string][]section{
+		"tags out of order": {{tag: 2}, {tag: 1}},
+		"a tag twice":       {{tag: 1}, {tag: 1}},
+		"too many":          make([]section, maxSection+1),
+	} {
+		if _, err := decode(encodeEnvelope("r0", nil, secs...)); !errors.Is(err, errMalformed) {
+			t.Fatalf("%s: %v", name, err)
+		}
 	}
 }
 
@@ -46,25 +109,168 @@ func TestDeltaFitsOnePacket(t *testing.T) {
 		counts[eps[i]] = 63
 	}
 	e := core.NewEntry("prefixring-7f9c4d8b6-xk2lp", "10.244.12.34:7946", 1<<62, 1<<20, t0, eps, counts, nil)
-	if n := len(EncodeDelta(e)); n > 1300 {
+	n := len(encodeDelta(e))
+	t.Logf("delta of 500 endpoints: %d B; full entry: %d B", n, len(encodeFull(e)))
+	if n > 1300 {
 		t.Fatalf("delta is %d bytes", n)
 	}
 }
 
 func FuzzDecode(f *testing.F) {
 	e := core.NewEntry("n", "a", 1, 2, t0, []string{"x", "y"}, map[string]int64{"x": 1}, map[string]bool{"y": true})
-	f.Add(EncodeFull(e))
-	f.Add(EncodeDelta(e))
-	f.Add(EncodeState([]core.Entry{e, e}))
+	f.Add(encodeFull(e))
+	f.Add(encodeDelta(e))
+	f.Add(encodeEnvelope("n", []core.Entry{e, e}, section{tag: 1, body: []byte{0}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := Decode(b)
+		m, err := decode(b)
 		if err != nil {
 			return
 		}
-		for _, e := range m.Entries {
-			if len(e.Counts) != len(e.Down) || (m.Kind != kindDelta && len(e.Endpoints) != len(e.Counts)) {
+		for _, e := range m.entries {
+			if len(e.Counts) != len(e.Down) || (m.kind != kindDelta && len(e.Endpoints) != len(e.Counts)) {
 				t.Fatalf("inconsistent entry %+v", e)
 			}
 		}
 	})
+}
+
+// fakePayload records what it merges and answers with reply.
+type fakePayload struct {
+	tag    byte
+	mu     sync.Mutex
+	merged []string // from:body
+	reply  []byte
+	fail   bool
+}
+
+func (p *fakePayload) Tag() byte                { return p.tag }
+func (p *fakePayload) Local() []byte            { return []byte("local") }
+func (p *fakePayload) State(join bool) []byte   { return []byte("state") }
+func (p *fakePayload) Changed() <-chan struct{} { return nil }
+func (p *fakePayload) Merge(from string, b []byte) ([]byte, error) {
+	if p.fail {
+		return nil, errors.New("bad")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.merged = append(p.merged, from+":"+string(b))
+	return p.reply, nil
+}
+
+// TestSectionsSkippedAlone: a section no payload carries and one its
+// payload cannot decode (the entries' own included) are each skipped and
+// counted; the others are merged.
+func TestSectionsSkippedAlone(t *testing.T) {
+	n := offlineNode(t, "r0", "10.0.0.1:7946", core.ViewShared, map[string]string{"r1": "10.0.0.2:7946"})
+	ok, bad := &fakePayload{tag: 5}, &fakePayload{tag: 3, fail: true}
+	ws := workers.NewSet("r0", nil, 0)
+	for _, p := range []Payload{ok, bad, workers.NewShare(ws)} {
+		if err := n.Carry(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n.Carry(&fakePayload{tag: 5}) == nil || n.Carry(&fakePayload{tag: 0}) == nil {
+		t.Fatal("a tag carried twice, or tag 0, was accepted")
+	}
+	e := core.NewEntry("r1", "10.0.0.2:7946", 1, 1, time.Now(), testEndpoints, map[string]int64{testEndpoints[0]: 4}, nil)
+	ops := workers.AppendOps(nil, []workers.Op{{URL: "http://10.9.1.1:8000", Stamp: 1 << 40, Origin: "r1"}})
+	n.receive(encodeEnvelope("r1", []core.Entry{e}, section{tag: workers.Tag, body: ops}, section{tag: 2, body: []byte("?")},
+		section{tag: 3, body: []byte("x")}, section{tag: 5, body: []byte("y")}))
+	if !slices.Equal(ws.Members(), []string{"http://10.9.1.1:8000"}) || !slices.Equal(ok.merged, []string{"r1:y"}) {
+		t.Fatalf("merged %v, %v", ws.Members(), ok.merged)
+	}
+	if got, _ := n.view.Table().Get("r1"); got.Version != 1 {
+		t.Fatal("the entries were not merged")
+	}
+	for reason, want := range map[string]float64{"unknown_section": 1, "malformed_section": 1, "malformed": 0} {
+		if v := testutil.ToFloat64(n.met.dropped.WithLabelValues(reason)); v != want {
+			t.Fatalf("dropped %s: %v, want %v", reason, v, want)
+		}
+	}
+	// An entries section that does not decode: the payloads still merge.
+	b := encodeEnvelope("r1", nil, section{tag: tagEntries, body: []byte{1, 2, 3}}, section{tag: 5, body: []byte("z")})
+	n.receive(b)
+	if !slices.Equal(ok.merged, []string{"r1:y", "r1:z"}) || testutil.ToFloat64(n.met.dropped.WithLabelValues("malformed_section")) != 2 {
+		t.Fatalf("after a bad entries section: %v", ok.merged)
+	}
+}
+
+// TestPayloadReplyGoesToLiveSender: a payload's reply is queued for the
+// member that sent the section, and only if it is a live member.
+func TestPayloadReplyGoesToLiveSender(t *testing.T) {
+	n := offlineNode(t, "r0", "10.0.0.1:7946", core.ViewShared, map[string]string{"r2": "10.0.0.3:7946"})
+	p := &fakePayload{tag: 7, reply: []byte("answer")}
+	if err := n.Carry(p); err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []string{"r7", "r0", "r2"} {
+		n.receive(encodeEnvelope(from, nil, section{tag: 7, body: []byte("v")}))
+	}
+	select {
+	case r := <-n.replies:
+		m, err := decode(r.msg)
+		if r.to.Name != "r2" || err != nil || m.from != "r0" || len(m.sections) != 1 || string(m.sections[0].body) != "answer" {
+			t.Fatalf("reply to %s: %v %+v", r.to.Name, err, m)
+		}
+	default:
+		t.Fatal("no reply to the live sender")
+	}
+	if len(n.replies) != 0 {
+		t.Fatal("a reply to a non-member or to ourselves")
+	}
+}
+
+// TestPushPullEnvelope: push/pull is one envelope: our entries, then each
+// payload's state, a payload with nothing to say adding no section.
+func TestPushPullEnvelope(t *testing.T) {
+	n := unstarted(t, "r0")
+	n.voteEndpoints(testEndpoints)
+	n.publish(time.Now(), true)
+	d := &delegate{n: n}
+	entries := n.view.Table().Entries()
+	if got := d.LocalState(false); !bytes.Equal(got, encodeEnvelope("r0", entries)) {
+		t.Fatalf("no payloads: %x", got)
+	}
+	ws := workers.NewSet("r0", nil, 0)
+	if err := n.Carry(workers.NewShare(ws)); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.LocalState(true); !bytes.Equal(got, encodeEnvelope("r0", entries)) {
+		t.Fatalf("workers without ops: %x", got)
+	}
+	ws.Add("http://10.9.1.1:8000")
+	m, err := decode(d.LocalState(false))
+	if err != nil || !reflect.DeepEqual(m.entries, entries) || len(m.sections) != 1 || m.sections[0].tag != workers.Tag {
+		t.Fatalf("workers: %v %+v", err, m)
+	}
+	if ops, err := workers.DecodeOps(m.sections[0].body); err != nil || !slices.Equal(ops, ws.Ops()) {
+		t.Fatalf("ops %v %v", ops, err)
+	}
+}
+
+// TestUnknownVersionAndKindRefused: a message of another wire version (an
+// older build's) or of an unknown kind is refused, counted, and logged at
+// most once a minute a reason.
+func TestUnknownVersionAndKindRefused(t *testing.T) {
+	n := offlineNode(t, "r0", "10.0.0.1:7946", core.ViewShared, nil)
+	var logs syncBuffer
+	n.log = slog.New(slog.NewTextHandler(&logs, nil))
+	old := encodeFull(core.NewEntry("r1", "10.0.0.2:7946", 1, 1, time.Now(), testEndpoints, nil, nil))
+	old[0] = 2
+	for range 3 {
+		n.receive(old)
+		n.receive([]byte{wireVersion, 9, 1, 2})
+	}
+	if _, ok := n.view.Table().Get("r1"); ok {
+		t.Fatal("a version-2 message was merged")
+	}
+	for _, reason := range []string{"unknown_version", "unknown_kind"} {
+		if v := testutil.ToFloat64(n.met.dropped.WithLabelValues(reason)); v != 3 {
+			t.Fatalf("dropped %s: %v, want 3", reason, v)
+		}
+	}
+	out := logs.String()
+	if strings.Count(out, "another wire version") != 1 || strings.Count(out, "unknown kind") != 1 {
+		t.Fatalf("logs:\n%s", out)
+	}
 }

@@ -2,13 +2,10 @@ package gossip
 
 import (
 	"fmt"
-	"github.com/prefixring/prefixring/gossip/core"
 	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/prefixring/prefixring/workers"
 )
 
 // waitWorkers sleeps until every replica's worker set equals want, and
@@ -121,20 +118,4 @@ func TestRestartedReplicaGetsWorkersBack(t *testing.T) {
 		}
 		c.stopAll()
 	})
-}
-
-// The workers message round-trips, and a truncated one is refused.
-func TestWorkersWire(t *testing.T) {
-	ops := []workers.Op{{URL: "http://a:1", Stamp: 1 << 40, Origin: "r0"}, {URL: "http://b:1", Stamp: 7, Origin: "r1", Removed: true}}
-	for _, b := range [][]byte{EncodeWorkers(ops), EncodeStateWorkers([]core.Entry{core.NewEntry("r0", "x", 1, 1, t0, testEndpoints, nil, nil)}, ops)} {
-		m, err := Decode(b)
-		if err != nil || !slices.Equal(m.Workers, ops) {
-			t.Fatalf("kind %d: %v %v", b[1], m.Workers, err)
-		}
-		for i := range len(b) - 1 {
-			if _, err := Decode(b[:i]); err == nil {
-				t.Fatalf("kind %d: truncated to %d bytes decoded", b[1], i)
-			}
-		}
-	}
 }

@@ -42,7 +42,9 @@
 // in at least a fanout of different ways, as a system prompt pasted at the
 // top of many conversations is, and a conversation's own history is not.
 // Replicas merge their sketches' summaries into one Common table
-// (MergeSummaries; package gossip replicates them). With the table, Key
+// (MergeSummaries): a Share publishes this replica's summary as a record,
+// merges the others' (MergeRecords) and is carried by the gossip node, and
+// Live, the keyer a router keys with, swaps each new table in. With the table, Key
 // skips the anchor up to the deepest shared prefix within
 // Config.SharedChars and reads its window after it: one chunk of a
 // completions prompt, so the first turn of a conversation sent as one

@@ -144,7 +144,7 @@ func newBenchRouter(b *testing.B, url string, transport http.RoundTripper) (http
 		b.Fatal(err)
 	}
 	router, err := proxy.NewRouter(proxy.DefaultConfig(), proxy.Deps{
-		Picker: bal, Keyer: keyer, Targets: endpoints, Observer: endpoints, Metrics: metrics, Log: log,
+		Picker: bal, Keys: keyer, Targets: endpoints, Observer: endpoints, Metrics: metrics, Log: log,
 		Transport: transport,
 	})
 	if err != nil {

@@ -219,7 +219,7 @@ func newFixtureWith(t *testing.T, n int, o fixtureOpts) *fixture {
 	if o.transport != nil {
 		tr = o.transport
 	}
-	rt, err := NewRouter(cfg, Deps{Picker: bal, Keyer: keyer, Targets: f.endpoints, Observer: f.observed, Metrics: m, Log: log, Transport: tr})
+	rt, err := NewRouter(cfg, Deps{Picker: bal, Keys: keyer, Targets: f.endpoints, Observer: f.observed, Metrics: m, Log: log, Transport: tr})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,15 +17,15 @@ import (
 	"github.com/prefixring/prefixring/ring"
 )
 
-// Keyer reads what routing needs from a request body (*prefix.Keyer and
-// *Keying implement it).
-type Keyer interface {
+// KeySource reads what routing needs from a request body (*prefix.Keyer
+// and *prefix.Live implement it).
+type KeySource interface {
 	Request(route prefix.Route, body []byte, prefixes []uint64) (prefix.Key, error)
 	Blocks(route prefix.Route, body []byte, dst []uint64) ([]uint64, error)
 }
 
 // Sketch counts the requests' anchor prefixes, to learn shared preambles,
-// and their group keys, to learn each one's share (*Keying implements it).
+// and their group keys, to learn each one's share (*prefix.Live implements it).
 type Sketch interface {
 	Observe(prefixes []uint64)
 	ObserveGroup(group uint64)
@@ -64,7 +64,7 @@ type Observer interface {
 type Router struct {
 	cfg      Config
 	picker   policy.Picker
-	keyer    Keyer
+	keys     KeySource
 	sketch   Sketch
 	targets  Targets
 	observer Observer
@@ -77,7 +77,7 @@ type Router struct {
 // Deps are the Router's collaborators. Observer and Metrics may be nil.
 type Deps struct {
 	Picker policy.Picker
-	Keyer  Keyer
+	Keys   KeySource
 	// Sketch, when not nil, observes every keyed request's prefixes.
 	Sketch   Sketch
 	Targets  Targets
@@ -93,8 +93,8 @@ func NewRouter(cfg Config, d Deps) (*Router, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if d.Picker == nil || d.Keyer == nil || d.Targets == nil {
-		return nil, errors.New("proxy: picker, keyer and targets are required")
+	if d.Picker == nil || d.Keys == nil || d.Targets == nil {
+		return nil, errors.New("proxy: picker, key source and targets are required")
 	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
@@ -102,7 +102,7 @@ func NewRouter(cfg Config, d Deps) (*Router, error) {
 	if d.Transport == nil {
 		d.Transport = NewTransport(cfg)
 	}
-	rt := &Router{cfg: cfg, picker: d.Picker, keyer: d.Keyer, sketch: d.Sketch, targets: d.Targets,
+	rt := &Router{cfg: cfg, picker: d.Picker, keys: d.Keys, sketch: d.Sketch, targets: d.Targets,
 		observer: d.Observer, metrics: d.Metrics, log: d.Log, bodies: &bodyBudget{max: cfg.MaxBufferedBodyBytes}}
 	rt.proxy = &httputil.ReverseProxy{
 		Rewrite:        rt.rewrite,
@@ -210,7 +210,7 @@ func (rt *Router) requestOf(r *http.Request, route prefix.Route, body []byte) (r
 	if rt.sketch != nil {
 		prefixes = buf[:0]
 	}
-	key, err := rt.keyer.Request(route, body, prefixes)
+	key, err := rt.keys.Request(route, body, prefixes)
 	switch {
 	case err != nil && route != prefix.RouteOther:
 		return ring.Request{}, errBadRequest(err.Error())
@@ -227,7 +227,7 @@ func (rt *Router) requestOf(r *http.Request, route prefix.Route, body []byte) (r
 		req.NewTokens = int64(key.NewBytes / 4)
 	}
 	if rt.cfg.Blocks {
-		req.Blocks, _ = rt.keyer.Blocks(route, body, nil)
+		req.Blocks, _ = rt.keys.Blocks(route, body, nil)
 	}
 	return req, nil
 }

@@ -71,6 +71,9 @@ type SketchConfig struct {
 	Fanout int
 	// Epoch: the sketch forgets a prefix not seen for two epochs.
 	Epoch time.Duration
+	// Interval is how often a replica with gossip takes its summary and
+	// publishes it if it changed (prefix.Share.Tick). Default 1s.
+	Interval time.Duration
 }
 
 // Sources are the endpoint sources; all are routed together.
@@ -114,7 +117,7 @@ func DefaultConfig() Config {
 	return Config{
 		Listen: ":8080", AdminListen: ":9090", Policy: policy.Default,
 		Ring: ring.DefaultConfig(), Key: prefix.DefaultConfig(),
-		Sketch: SketchConfig{Enabled: true, Fanout: 4, Epoch: 10 * time.Minute},
+		Sketch: SketchConfig{Enabled: true, Fanout: 4, Epoch: 10 * time.Minute, Interval: time.Second},
 		Proxy:  proxy.DefaultConfig(), Server: proxy.DefaultServerConfig(), Health: upstream.DefaultHealthConfig(),
 		KV:         upstream.DefaultKVConfig(),
 		Sources:    Sources{DNSInterval: 10 * time.Second, FileInterval: 5 * time.Second},
@@ -133,8 +136,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("DNS interval %v: must be positive", s.DNSInterval)
 	case s.File != "" && s.FileInterval <= 0:
 		return fmt.Errorf("endpoints file interval %v: must be positive", s.FileInterval)
-	case c.Sketch.Enabled && (c.Sketch.Fanout < 2 || c.Sketch.Epoch <= 0):
-		return fmt.Errorf("sketch fanout %d, epoch %v: want a fanout of at least 2 and a positive epoch", c.Sketch.Fanout, c.Sketch.Epoch)
+	case c.Sketch.Enabled && (c.Sketch.Fanout < 2 || c.Sketch.Epoch <= 0 || c.Sketch.Interval <= 0):
+		return fmt.Errorf("sketch fanout %d, epoch %v, interval %v: want a fanout of at least 2 and a positive epoch and interval",
+			c.Sketch.Fanout, c.Sketch.Epoch, c.Sketch.Interval)
 	case c.DrainDelay < 0 || c.DrainTimeout < 0:
 		return fmt.Errorf("drain delay %v, timeout %v: must not be negative", c.DrainDelay, c.DrainTimeout)
 	}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"time"
 
-	"github.com/prefixring/prefixring/gossip"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/prefixring/prefixring/gossip"
+	"github.com/prefixring/prefixring/prefix"
 )
 
 // startGossip builds the gossip node, when gossip is on, between the
@@ -32,7 +35,12 @@ func (r *Replica) startGossip() error {
 	r.reg.MustRegister(insecure)
 	if r.keying.Sketching() {
 		// Every replica keys with the union of the published summaries.
-		n.ShareSketch(r.keying, r.keying.SetCommon)
+		r.share = prefix.NewShare(r.keying, prefix.ShareConfig{Name: n.Name(), Members: n.Members,
+			OnCommon: r.keying.SetCommon, ForgetAfter: gc.ForgetAfter})
+		if err := n.Carry(r.share); err != nil {
+			return err
+		}
+		shareMetrics(r.reg, r.share)
 	}
 	r.node = n
 	return nil
@@ -47,6 +55,23 @@ type clusterStatus struct {
 
 func (r *Replica) debugCluster() any {
 	return clusterStatus{ClusterStatus: r.node.Status(), Insecure: r.node != nil && r.cfg.GossipInsecure && r.cfg.Gossip.Key == nil}
+}
+
+// shareMetrics registers the shared-prefix sketch's figures.
+func shareMetrics(reg prometheus.Registerer, s *prefix.Share) {
+	f := promauto.With(reg)
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "prefixring_gossip_sketch_common_prefixes",
+		Help: "Prefixes in the shared-prefix table merged from the published sketch summaries.",
+	}, func() float64 { return float64(s.Stats().Prefixes) })
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "prefixring_gossip_sketch_summaries",
+		Help: "Published sketch summaries the shared-prefix table is merged from, this replica's included.",
+	}, func() float64 { return float64(s.Stats().Summaries) })
+	f.NewCounterFunc(prometheus.CounterOpts{
+		Name: "prefixring_gossip_sketch_name_conflicts_total",
+		Help: "Sketch records dropped because a live member holds their replica's name at another address.",
+	}, func() float64 { return float64(s.Stats().NameConflicts) })
 }
 
 // degraded says why the replica routes less well than it should, or "".

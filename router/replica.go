@@ -17,6 +17,7 @@ import (
 
 	"github.com/prefixring/prefixring/gossip"
 	"github.com/prefixring/prefixring/policy"
+	"github.com/prefixring/prefixring/prefix"
 	"github.com/prefixring/prefixring/proxy"
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/upstream"
@@ -62,9 +63,10 @@ type Replica struct {
 	balancer  *ring.Balancer
 	endpoints *upstream.Set
 	transport *http.Transport
-	keying    *proxy.Keying
-	node      *gossip.Node // nil: gossip off
-	workers   *workers.Set // nil: workers API off
+	keying    *prefix.Live
+	node      *gossip.Node  // nil: gossip off
+	share     *prefix.Share // the sketch's share through gossip; nil without gossip or sketch
+	workers   *workers.Set  // nil: workers API off
 	public    *proxy.Server
 	admin     http.Handler
 
@@ -140,7 +142,7 @@ func (r *Replica) assemble(metrics *proxy.Metrics) error {
 	}
 	pc := cfg.Proxy
 	pc.Blocks = policy.ReadsBlocks(cfg.Policy)
-	deps := proxy.Deps{Picker: picker, Keyer: r.keying, Targets: r.endpoints, Observer: r.endpoints,
+	deps := proxy.Deps{Picker: picker, Keys: r.keying, Targets: r.endpoints, Observer: r.endpoints,
 		Metrics: metrics, Log: r.log, Transport: r.transport}
 	if r.keying.Sketching() {
 		deps.Sketch = r.keying
@@ -210,7 +212,7 @@ func (r *Replica) Run(ctx context.Context) error {
 		return err
 	}
 	if r.keying.Sketching() {
-		wg.Go(func() { runSketch(bg, r.keying, r.cfg.Sketch.Epoch, r.node == nil) })
+		wg.Go(func() { runSketch(bg, r.keying, r.share, r.cfg.Sketch) })
 	}
 	stopAdmin, err := r.serveAdmin(&wg)
 	if err != nil {

@@ -234,3 +234,17 @@ func gauge(t *testing.T, r *Replica, name string) float64 {
 	t.Fatalf("no metric %s", name)
 	return 0
 }
+
+// The sketch's publication interval (what gossip.Config.SketchInterval
+// was) defaults to a second and must be positive.
+func TestSketchIntervalValidated(t *testing.T) {
+	c := DefaultConfig()
+	c.Sources.Static = []string{"http://10.0.0.1:8000"}
+	if c.Sketch.Interval != time.Second || c.Validate() != nil {
+		t.Fatalf("default sketch interval %v: %v", c.Sketch.Interval, c.Validate())
+	}
+	c.Sketch.Interval = -time.Second
+	if c.Validate() == nil {
+		t.Fatal("a negative sketch interval passed")
+	}
+}

@@ -5,43 +5,49 @@ import (
 	"time"
 
 	"github.com/prefixring/prefixring/prefix"
-	"github.com/prefixring/prefixring/proxy"
 )
 
 // newKeying builds the keyer, with a sketch when the configuration learns
 // shared prefixes.
-func newKeying(cfg Config) (*proxy.Keying, error) {
+func newKeying(cfg Config) (*prefix.Live, error) {
 	var sk *prefix.Sketch
 	if cfg.Sketch.Enabled {
 		sk = prefix.NewSketch(cfg.Sketch.Fanout, 0)
 	}
-	return proxy.NewKeying(cfg.Key, sk)
+	return prefix.NewLive(cfg.Key, sk)
 }
 
 // sketchRefresh is how often a replica without gossip rebuilds its table of
 // shared prefixes from its own sketch (with gossip, each publication does).
 const sketchRefresh = time.Second
 
-// runSketch starts a new sketch epoch every epoch and, alone, rebuilds the
-// table of shared prefixes from the sketch every sketchRefresh, until ctx
-// ends.
-func runSketch(ctx context.Context, k *proxy.Keying, epoch time.Duration, alone bool) {
-	rotate := time.NewTicker(epoch)
+// runSketch starts a new sketch epoch every epoch until ctx ends. Alone,
+// it rebuilds the table of shared prefixes from the sketch every
+// sketchRefresh; with gossip (share), it publishes at once (even an empty
+// summary: it replaces the record of an earlier process of this name),
+// then ticks the share every interval.
+func runSketch(ctx context.Context, k *prefix.Live, share *prefix.Share, cfg SketchConfig) {
+	rotate := time.NewTicker(cfg.Epoch)
 	defer rotate.Stop()
-	var refresh <-chan time.Time
-	if alone {
-		t := time.NewTicker(sketchRefresh)
-		defer t.Stop()
-		refresh = t.C
+	every := sketchRefresh
+	if share != nil {
+		share.Publish(true)
+		every = cfg.Interval
 	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-rotate.C:
 			k.Rotate()
-		case <-refresh:
-			k.SetCommon(k.Local())
+		case <-tick.C:
+			if share != nil {
+				share.Tick()
+			} else {
+				k.SetCommon(k.Local())
+			}
 		}
 	}
 }

@@ -23,7 +23,9 @@ func (r *Replica) workersAPI() (*proxy.WorkersAPI, error) {
 		r.log.Info("registered workers changed", "workers", len(members), "here", local)
 	})
 	if r.node != nil {
-		r.node.ShareWorkers(set)
+		if err := r.node.Carry(workers.NewShare(set)); err != nil {
+			return nil, err
+		}
 	}
 	if r.cfg.Workers.Token == "" {
 		r.log.Info("workers API without a token: it answers loopback clients only")

@@ -26,7 +26,6 @@ func gossipFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "gossip-insecure", EnvVars: env("gossip-insecure"), Usage: "run gossip without a key, for local experiments only: any process that reaches the gossip port can then join and steer routing (logged at start, shown in /debug/cluster and as prefixring_gossip_insecure)"},
 		&cli.DurationFlag{Name: "gossip-interval", Value: d.Interval, EnvVars: env("gossip-interval"), Usage: "how often this replica sends its in-flight counts when they changed"},
 		&cli.StringFlag{Name: "gossip-view", Value: string(d.View), EnvVars: env("gossip-view"), Usage: "what the bound reads as cluster-wide load: overlay (every replica's last published load, this replica's own with its unpublished new placements laid over it: it sees its own bursts at once), shared (every replica's last published load, its own included: the most agreement, blind to its own placements until it publishes) or exact (its own live load + the others' published); the study behind the default is in docs/study.md"},
-		&cli.DurationFlag{Name: "sketch-interval", Value: d.SketchInterval, EnvVars: env("sketch-interval"), Usage: "how often this replica publishes its shared-prefix sketch summary when it changed (with --sketch)"},
 		&cli.DurationFlag{Name: "gossip-push-pull", Value: d.PushPull, EnvVars: env("gossip-push-pull"), Usage: "full-state anti-entropy interval"},
 		&cli.DurationFlag{Name: "gossip-rejoin-interval", Value: d.RejoinInterval, EnvVars: env("gossip-rejoin-interval"), Usage: "how often --join is retried"},
 		&cli.DurationFlag{Name: "gossip-stale-after", Value: d.StaleAfter, EnvVars: env("gossip-stale-after"), Usage: "a replica silent this long no longer counts in the cluster-wide load"},
@@ -89,7 +88,6 @@ func gossipConfig(c *cli.Context) (cfg *gossip.Config, warnings []string, err er
 	g.NodeName, g.BindAddr, g.AdvertiseAddr = c.String("node-name"), c.String("gossip-bind"), c.String("gossip-advertise")
 	g.Join, g.Key = c.StringSlice("join"), key
 	g.Interval, g.PushPull = c.Duration("gossip-interval"), c.Duration("gossip-push-pull")
-	g.SketchInterval = c.Duration("sketch-interval")
 	if g.View, err = core.ParseViewMode(c.String("gossip-view")); err != nil {
 		return nil, nil, fmt.Errorf("--gossip-view: %w", err)
 	}

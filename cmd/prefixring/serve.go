@@ -44,6 +44,7 @@ func serveFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "sketch", Value: true, EnvVars: env("sketch"), Usage: "learn shared prefixes from the traffic (a prefix continued in --sketch-fanout ways) and key past them; gossiped, so every replica keys alike"},
 		&cli.IntFlag{Name: "sketch-fanout", Value: 4, EnvVars: env("sketch-fanout"), Usage: "distinct continuations that make a prompt prefix shared"},
 		&cli.DurationFlag{Name: "sketch-epoch", Value: 10 * time.Minute, EnvVars: env("sketch-epoch"), Usage: "the sketch forgets a prefix not seen for two epochs"},
+		&cli.DurationFlag{Name: "sketch-interval", Value: time.Second, EnvVars: env("sketch-interval"), Usage: "how often this replica publishes its shared-prefix sketch summary to the gossip cluster when it changed (with --sketch)"},
 		&cli.StringFlag{Name: "session-header", Value: pd.SessionHeader, EnvVars: env("session-header"), Usage: "request header whose value, when present, is the affinity key (empty: off)"},
 		&cli.BoolFlag{Name: "routing-headers", Value: pd.RoutingHeaders, EnvVars: env("routing-headers"), Usage: "add X-Prefixring-Endpoint (the endpoint's label, else an opaque name; never its URL) and X-Prefixring-Decision to responses"},
 		&cli.BoolFlag{Name: "routing-headers-address", Value: pd.EndpointAddress, EnvVars: env("routing-headers-address"), Usage: "X-Prefixring-Endpoint shows an unlabelled endpoint's host:port instead of an opaque name"},
@@ -127,7 +128,8 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 	}
 	cfg.Listen, cfg.AdminListen, cfg.Pprof, cfg.Policy = c.String("listen"), c.String("admin-listen"), c.Bool("pprof"), c.String("policy")
 	cfg.Key.MaxChars, cfg.Key.PromptChars, cfg.Key.SharedChars = c.Int("prefix-chars"), c.Int("prompt-chars"), c.Int("shared-chars")
-	cfg.Sketch = router.SketchConfig{Enabled: c.Bool("sketch"), Fanout: c.Int("sketch-fanout"), Epoch: c.Duration("sketch-epoch")}
+	cfg.Sketch = router.SketchConfig{Enabled: c.Bool("sketch"), Fanout: c.Int("sketch-fanout"), Epoch: c.Duration("sketch-epoch"),
+		Interval: c.Duration("sketch-interval")}
 
 	pc := &cfg.Proxy
 	pc.MaxBodyBytes, pc.MaxRetries = c.Int64("max-body-bytes"), c.Int("max-retries")

@@ -1,36 +1,34 @@
-package proxy
+package prefix
 
 import (
 	"sync"
 	"sync/atomic"
-
-	"github.com/prefixring/prefixring/prefix"
 )
 
 // SummarySize is how many prefixes a replica's sketch summary carries.
 const SummarySize = 256
 
-// Keying is the keyer a router keys with and the sketch its requests feed.
+// Live is the keyer a router keys with and the sketch its requests feed.
 // The table of shared prefixes the keyer skips is swapped in whole
 // (SetCommon: from the gossiped summaries, or from this replica's own
 // sketch when it runs alone), so keying takes no lock; observing takes the
-// sketch's. It implements Keyer and Sketch, and the gossip layer's sketch
-// source (Summary, Fanout).
-type Keying struct {
-	cfg    prefix.Config
-	keyer  atomic.Pointer[prefix.Keyer]
+// sketch's. It implements the proxy's KeySource and Sketch, and is what a
+// [Share] publishes (Summary, Groups, Fanout).
+type Live struct {
+	cfg    Config
+	keyer  atomic.Pointer[Keyer]
 	mu     sync.Mutex
-	sketch *prefix.Sketch // nil: keys never skip a shared prefix
+	sketch *Sketch // nil: keys never skip a shared prefix
 }
 
-// NewKeying returns a keying over cfg; with sketch, it starts with an empty
+// NewLive returns a live keyer over cfg; with sketch, it starts with an empty
 // table of shared prefixes (cfg.Common is replaced).
-func NewKeying(cfg prefix.Config, sketch *prefix.Sketch) (*Keying, error) {
+func NewLive(cfg Config, sketch *Sketch) (*Live, error) {
 	if sketch != nil {
-		cfg.Common = prefix.NewCommon(nil)
+		cfg.Common = NewCommon(nil)
 	}
-	k := &Keying{cfg: cfg, sketch: sketch}
-	keyer, err := prefix.New(cfg)
+	k := &Live{cfg: cfg, sketch: sketch}
+	keyer, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -38,21 +36,21 @@ func NewKeying(cfg prefix.Config, sketch *prefix.Sketch) (*Keying, error) {
 	return k, nil
 }
 
-// Request implements Keyer.
-func (k *Keying) Request(route prefix.Route, body []byte, prefixes []uint64) (prefix.Key, error) {
+// Request keys a request with the current table ([Keyer.Request]).
+func (k *Live) Request(route Route, body []byte, prefixes []uint64) (Key, error) {
 	return k.keyer.Load().Request(route, body, prefixes)
 }
 
-// Blocks implements Keyer.
-func (k *Keying) Blocks(route prefix.Route, body []byte, dst []uint64) ([]uint64, error) {
+// Blocks hashes a request's blocks ([Keyer.Blocks]).
+func (k *Live) Blocks(route Route, body []byte, dst []uint64) ([]uint64, error) {
 	return k.keyer.Load().Blocks(route, body, dst)
 }
 
 // Sketching reports whether requests feed a sketch.
-func (k *Keying) Sketching() bool { return k.sketch != nil }
+func (k *Live) Sketching() bool { return k.sketch != nil }
 
-// Observe implements Sketch.
-func (k *Keying) Observe(prefixes []uint64) {
+// Observe counts a keyed request's anchor prefixes in the sketch.
+func (k *Live) Observe(prefixes []uint64) {
 	if k.sketch == nil || len(prefixes) == 0 {
 		return
 	}
@@ -61,8 +59,8 @@ func (k *Keying) Observe(prefixes []uint64) {
 	k.mu.Unlock()
 }
 
-// ObserveGroup implements Sketch.
-func (k *Keying) ObserveGroup(g uint64) {
+// ObserveGroup counts a request's group key in the sketch.
+func (k *Live) ObserveGroup(g uint64) {
 	if k.sketch == nil {
 		return
 	}
@@ -72,24 +70,24 @@ func (k *Keying) ObserveGroup(g uint64) {
 }
 
 // Groups returns what this replica publishes of its group counts.
-func (k *Keying) Groups() prefix.GroupCounts {
+func (k *Live) Groups() GroupCounts {
 	if k.sketch == nil {
-		return prefix.GroupCounts{}
+		return GroupCounts{}
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	g, n := k.sketch.Groups(SummarySize)
-	return prefix.GroupCounts{Groups: g, Requests: n}
+	return GroupCounts{Groups: g, Requests: n}
 }
 
 // Local is the table this replica's own sketch gives, for a replica
 // without gossip.
-func (k *Keying) Local() *prefix.Common {
-	return prefix.MergeSummaries(k.Fanout(), k.Summary()).WithShares(prefix.MergeShares(k.Groups()))
+func (k *Live) Local() *Common {
+	return MergeSummaries(k.Fanout(), k.Summary()).WithShares(MergeShares(k.Groups()))
 }
 
 // Summary returns what this replica publishes of its sketch.
-func (k *Keying) Summary() []prefix.SummaryEntry {
+func (k *Live) Summary() []SummaryEntry {
 	if k.sketch == nil {
 		return nil
 	}
@@ -99,7 +97,7 @@ func (k *Keying) Summary() []prefix.SummaryEntry {
 }
 
 // Fanout is the sketch's threshold.
-func (k *Keying) Fanout() int {
+func (k *Live) Fanout() int {
 	if k.sketch == nil {
 		return 0
 	}
@@ -107,7 +105,7 @@ func (k *Keying) Fanout() int {
 }
 
 // Rotate starts a new epoch of the sketch.
-func (k *Keying) Rotate() {
+func (k *Live) Rotate() {
 	if k.sketch == nil {
 		return
 	}
@@ -117,17 +115,17 @@ func (k *Keying) Rotate() {
 }
 
 // SetCommon swaps in a new table of shared prefixes.
-func (k *Keying) SetCommon(c *prefix.Common) {
+func (k *Live) SetCommon(c *Common) {
 	if k.sketch == nil {
 		return
 	}
 	cfg := k.cfg
 	cfg.Common = c
-	keyer, err := prefix.New(cfg) // cannot fail: cfg was valid with a table
+	keyer, err := New(cfg) // cannot fail: cfg was valid with a table
 	if err == nil {
 		k.keyer.Store(keyer)
 	}
 }
 
 // Common returns the table keys skip now (nil without a sketch).
-func (k *Keying) Common() *prefix.Common { return k.keyer.Load().Config().Common }
+func (k *Live) Common() *Common { return k.keyer.Load().Config().Common }
