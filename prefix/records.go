@@ -5,8 +5,7 @@ import (
 	"slices"
 
 	"github.com/cespare/xxhash/v2"
-
-	"github.com/prefixring/prefixring/gossip/core"
+	"github.com/prefixring/prefixring/internal/lww"
 )
 
 // SketchRecord is one replica's published sketch summary. Only the replica
@@ -146,16 +145,16 @@ func MergeRecords(recs []SketchRecord) *Common {
 }
 
 // recordTable is the set of sketch records one replica holds, one per
-// node: a [core.LWW] map ordered by [compareRecords], with each record's
+// node: a [lww.Map] map ordered by [compareRecords], with each record's
 // fingerprint kept beside it. It is pure and not safe for concurrent use.
 type recordTable struct {
-	lww *core.LWW[string, SketchRecord]
+	lww *lww.Map[string, SketchRecord]
 	fps map[string]uint64 // node -> recordFingerprint of its record
 }
 
 // newRecordTable returns an empty table.
 func newRecordTable() *recordTable {
-	return &recordTable{lww: core.NewLWW(func(r SketchRecord) string { return r.Node }, compareRecords),
+	return &recordTable{lww: lww.New(func(r SketchRecord) string { return r.Node }, compareRecords),
 		fps: map[string]uint64{}}
 }
 

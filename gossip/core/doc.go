@@ -3,7 +3,7 @@
 //
 // Each replica owns one [Entry] (its load and its health observation per
 // endpoint), versioned by (incarnation, version). [EntryTable] holds the
-// newest entry of every replica it heard of, in [LWW], the one
+// newest entry of every replica it heard of, in [lww.Map], the one
 // last-writer-wins map every gossiped single-writer state uses (the
 // shared-prefix sketch's records in package prefix too); merging returns
 // only what changed. Whose entries count is decided by [Liveness]: not a

@@ -2,20 +2,22 @@ package core
 
 import (
 	"time"
+
+	"github.com/prefixring/prefixring/internal/lww"
 )
 
 // EntryTable is the table of entries one replica knows, one per node: an
-// [LWW] map ordered by [Compare], plus the digest of each entry's endpoint
+// [lww.Map] map ordered by [Compare], plus the digest of each entry's endpoint
 // list, so a delta that names only the digest can be expanded. It is pure
 // (time is passed in) and not safe for concurrent use.
 type EntryTable struct {
-	lww     *LWW[string, Entry]
+	lww     *lww.Map[string, Entry]
 	digests map[string]uint64 // node -> Digest of its entry's endpoints
 }
 
 // NewEntryTable returns an empty table.
 func NewEntryTable() *EntryTable {
-	return &EntryTable{lww: NewLWW(func(e Entry) string { return e.Node }, Compare), digests: map[string]uint64{}}
+	return &EntryTable{lww: lww.New(func(e Entry) string { return e.Node }, Compare), digests: map[string]uint64{}}
 }
 
 // Merge keeps, for every node, the newest of its known entry and the ones in
