@@ -4,7 +4,7 @@ BIN     := bin/prefixring
 PKGS    := ./...
 FUZZTIME ?= 2m
 
-.PHONY: study study-full all build test test-deploy vet fmt-check tidy-check bench bench-proxy demo e2e-real chaos fuzz clean
+.PHONY: study study-full all build test test-deploy vet fmt-check tidy-check bench bench-proxy vs-haproxy demo e2e-real chaos fuzz clean
 
 all: build
 
@@ -47,6 +47,17 @@ fuzz:
 	@for t in $$($(GO) test -list 'Fuzz.*' ./prefix/ | grep ^Fuzz); do \
 		echo "== $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -parallel 1 ./prefix/ || exit 1; \
 	done
+
+# prefixring x1/x3 against HAProxy 2.6 CHWBL x1/x3 and round-robin, in real
+# time on 8 simulated engines, multi-turn and the Mooncake conversation
+# trace, 2 runs each (docs/vs-haproxy.md); about 40 minutes. Installs
+# Debian's haproxy when missing and run as root. Flags: VS_HAPROXY_FLAGS,
+# e.g. "-runs 3" or "-requests 200" for a quick check.
+VS_HAPROXY_FLAGS ?=
+vs-haproxy: build
+	@command -v haproxy >/dev/null || { [ "$$(id -u)" = 0 ] || { echo "apt-get install haproxy (as root)"; exit 1; }; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null; }
+	$(GO) run ./scripts/vshaproxy -bin $(BIN) $(VS_HAPROXY_FLAGS)
 
 demo: build
 	$(GO) run ./scripts/demo -bin $(BIN)

@@ -324,3 +324,15 @@ func TestReportRoundTripAndCompare(t *testing.T) {
 		t.Fatalf("compare table:\n%s", out.String())
 	}
 }
+
+func TestDistQuantiles(t *testing.T) {
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- { // unsorted on purpose
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	d := dist(ds)
+	want := Dist{N: 100, Mean: 50.5, P50: 51, P90: 91, P95: 96, P99: 100, Max: 100}
+	if d != want {
+		t.Fatalf("dist(1..100 ms) = %+v, want %+v", d, want)
+	}
+}

@@ -62,6 +62,7 @@ type Dist struct {
 	Mean float64 `json:"mean"`
 	P50  float64 `json:"p50"`
 	P90  float64 `json:"p90"`
+	P95  float64 `json:"p95"`
 	P99  float64 `json:"p99"`
 	Max  float64 `json:"max"`
 }
@@ -77,7 +78,7 @@ func dist(ds []time.Duration) Dist {
 		sum += d
 	}
 	q := func(p float64) float64 { return ms(ds[min(len(ds)-1, int(p*float64(len(ds))))]) }
-	return Dist{N: len(ds), Mean: ms(sum) / float64(len(ds)), P50: q(0.50), P90: q(0.90), P99: q(0.99), Max: ms(ds[len(ds)-1])}
+	return Dist{N: len(ds), Mean: ms(sum) / float64(len(ds)), P50: q(0.50), P90: q(0.90), P95: q(0.95), P99: q(0.99), Max: ms(ds[len(ds)-1])}
 }
 
 func summarize(cfg *Config, samples []Sample, wall time.Duration) *Report {
