@@ -117,6 +117,7 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 	}
 	n.met = newMetrics(n, reg)
 	bal.SetLoads(n.loads)
+	bal.SetKVLoads(n.loads.KV(bal.Inflight().KV()))
 	return n, nil
 }
 

@@ -31,5 +31,5 @@ func (n *Node) ownEntry(now time.Time) core.Entry {
 			eps = append(eps, s.ID)
 		}
 	}
-	return core.NewEntry(n.cfg.NodeName, n.addr, n.inc, n.ver, now, eps, n.bal.Inflight().Counts(), n.obs.down)
+	return core.NewEntryKV(n.cfg.NodeName, n.addr, n.inc, n.ver, now, eps, n.bal.Inflight().Counts(), n.bal.Inflight().KVCounts(), n.obs.down)
 }

@@ -9,8 +9,8 @@ import (
 // The entries' codec. Integers are varints; strings are length-prefixed.
 //
 //	header: node, addr, incarnation, version, stamp, flags (bit 0: left)
-//	entry:  header, n, n endpoint IDs, n counts, down bits, listed bits
-//	delta:  header, digest (8 bytes LE), n, n counts, down bits, listed bits
+//	entry:  header, n, n endpoint IDs, n counts, n KV counts, down bits, listed bits
+//	delta:  header, digest (8 bytes LE), n, n counts, n KV counts, down bits, listed bits
 //	table:  m, then m entries
 //
 // A delta names its endpoint list by [Digest] only, so at 500 endpoints it
@@ -38,6 +38,9 @@ func appendHeader(b []byte, e Entry) []byte {
 func appendCountsAndDown(b []byte, e Entry) []byte {
 	for _, n := range e.Counts {
 		b = binary.AppendVarint(b, n)
+	}
+	for i := range e.Counts {
+		b = binary.AppendVarint(b, e.kv(i))
 	}
 	b = appendBits(b, e.Down, len(e.Counts))
 	return appendBits(b, e.Listed, len(e.Counts))
@@ -137,6 +140,10 @@ func readCountsAndDown(r *wire.Reader, e *Entry, n int) {
 	e.Counts = make([]int64, n)
 	for i := 0; i < n && r.Err() == nil; i++ {
 		e.Counts[i] = r.Varint()
+	}
+	e.KV = make([]int64, n)
+	for i := 0; i < n && r.Err() == nil; i++ {
+		e.KV[i] = r.Varint()
 	}
 	e.Down, e.Listed = readBits(r, n), readBits(r, n)
 }

@@ -36,6 +36,10 @@ type Entry struct {
 	// leases it holds there (ring.Inflight's counts, token-weighted when
 	// the balancer weighs leases by tokens).
 	Counts []int64
+	// KV[i] is this replica's K on Endpoints[i]: the prompt tokens its
+	// in-flight requests hold in that engine's KV cache, a group's shared
+	// part once (ring.Inflight's KVCounts). Nil reads as zeros.
+	KV []int64
 	// Down[i] reports that this replica's checks see Endpoints[i] down.
 	Down []bool
 	// Listed[i] reports that this replica discovered Endpoints[i]: its vote
@@ -48,27 +52,37 @@ type Entry struct {
 
 // NewEntry builds an entry from a replica's observations: the endpoints it
 // discovered (its votes), its loads on any endpoint (including ones it did
-// not discover), and the endpoints its checks see down.
+// not discover), and the endpoints its checks see down. It carries no K:
+// see [NewEntryKV].
 func NewEntry(node, addr string, inc, ver uint64, now time.Time, discovered []string,
 	counts map[string]int64, down map[string]bool) Entry {
+	return NewEntryKV(node, addr, inc, ver, now, discovered, counts, nil, down)
+}
+
+// NewEntryKV is [NewEntry] with the replica's K per endpoint beside its
+// load (P).
+func NewEntryKV(node, addr string, inc, ver uint64, now time.Time, discovered []string,
+	counts, kv map[string]int64, down map[string]bool) Entry {
 	listed := make(map[string]bool, len(discovered))
 	eps := slices.Clone(discovered)
 	for _, id := range discovered {
 		listed[id] = true
 	}
-	for id, n := range counts {
-		if n != 0 && !listed[id] {
-			eps = append(eps, id)
+	for _, m := range []map[string]int64{counts, kv} {
+		for id, n := range m {
+			if n != 0 && !listed[id] {
+				eps = append(eps, id)
+			}
 		}
 	}
 	slices.Sort(eps)
 	eps = slices.Compact(eps)
 	e := Entry{
 		Node: node, Addr: addr, Incarnation: inc, Version: ver, Stamp: now.UnixMilli(),
-		Endpoints: eps, Counts: make([]int64, len(eps)), Down: make([]bool, len(eps)), Listed: make([]bool, len(eps)),
+		Endpoints: eps, Counts: make([]int64, len(eps)), KV: make([]int64, len(eps)), Down: make([]bool, len(eps)), Listed: make([]bool, len(eps)),
 	}
 	for i, id := range eps {
-		e.Counts[i] = counts[id]
+		e.Counts[i], e.KV[i] = counts[id], kv[id]
 		e.Listed[i] = listed[id]
 		e.Down[i] = listed[id] && down[id]
 	}
@@ -119,7 +133,18 @@ func fingerprint(e Entry) uint64 { return xxhash.Sum64(AppendEntry(nil, e)) }
 // (versions and stamps aside): a replica republishes only a changed entry.
 func SameContent(a, b Entry) bool {
 	return a.Incarnation == b.Incarnation && a.Left == b.Left && slices.Equal(a.Endpoints, b.Endpoints) &&
-		slices.Equal(a.Counts, b.Counts) && slices.Equal(a.Down, b.Down) && slices.Equal(a.Listed, b.Listed)
+		slices.Equal(a.Counts, b.Counts) && sameKV(a, b) && slices.Equal(a.Down, b.Down) && slices.Equal(a.Listed, b.Listed)
+}
+
+// sameKV reports whether two entries over the same endpoints carry the same
+// K, a missing KV reading as zeros.
+func sameKV(a, b Entry) bool {
+	for i := range a.Counts {
+		if a.kv(i) != b.kv(i) {
+			return false
+		}
+	}
+	return true
 }
 
 // listed reports whether the entry's replica discovered Endpoints[i]. An
@@ -133,4 +158,12 @@ func (e Entry) listsAny() bool {
 		}
 	}
 	return false
+}
+
+// kv is KV[i], zero where the entry carries no K.
+func (e Entry) kv(i int) int64 {
+	if i < len(e.KV) {
+		return e.KV[i]
+	}
+	return 0
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,22 +41,38 @@ type Remote struct {
 	byID  map[string]int64
 	total int64
 	peers int // entries summed
+	// kv and kvTotal sum K as byID and total sum the load (P).
+	kv      map[string]int64
+	kvTotal int64
+}
+
+// add adds (sign 1) or takes out (sign -1) e's load and K.
+func (r *Remote) add(e Entry, sign int64) {
+	for i, id := range e.Endpoints {
+		if n := e.Counts[i]; n != 0 {
+			r.byID[id] += sign * n
+			r.total += sign * n
+		}
+		if k := e.kv(i); k != 0 {
+			r.kv[id] += sign * k
+			r.kvTotal += sign * k
+		}
+	}
+}
+
+func newRemote(n int) *Remote {
+	return &Remote{byID: make(map[string]int64, n), kv: make(map[string]int64, n)}
 }
 
 // SumRemote adds up the entries that count under l at now.
 func SumRemote(entries []Entry, l Liveness, now time.Time) *Remote {
-	r := &Remote{byID: map[string]int64{}}
+	r := newRemote(0)
 	for _, e := range entries {
 		if !l.Counts(e, now) {
 			continue
 		}
 		r.peers++
-		for i, id := range e.Endpoints {
-			if n := e.Counts[i]; n != 0 {
-				r.byID[id] += n
-				r.total += n
-			}
-		}
+		r.add(e, 1)
 	}
 	return r
 }
@@ -126,7 +143,7 @@ type loadSums struct {
 	own, remote *Remote
 }
 
-var emptySum = &Remote{byID: map[string]int64{}}
+var emptySum = newRemote(0)
 
 // NewClusterLoads returns the view of mode over local plus nothing, until
 // [ClusterLoads.SetRemote] and [ClusterLoads.SetOwn].
@@ -161,12 +178,9 @@ func (c *ClusterLoads) SetOwn(e Entry) {
 	if !c.shared {
 		return
 	}
-	own := &Remote{byID: make(map[string]int64, len(e.Endpoints))}
-	for i, id := range e.Endpoints {
-		if n := e.Counts[i]; n != 0 && !e.Left {
-			own.byID[id] += n
-			own.total += n
-		}
+	own := newRemote(len(e.Endpoints))
+	if !e.Left {
+		own.add(e, 1)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -213,19 +227,16 @@ func (c *ClusterLoads) Total() int64 {
 // Replace returns r with old's counts taken out and new's added; either may
 // be nil. r is not modified.
 func (r *Remote) Replace(old, new *Entry) *Remote {
-	out := &Remote{byID: make(map[string]int64, len(r.byID)), total: r.total, peers: r.peers}
-	for id, n := range r.byID {
-		out.byID[id] = n
-	}
+	out := newRemote(len(r.byID))
+	out.total, out.kvTotal, out.peers = r.total, r.kvTotal, r.peers
+	maps.Copy(out.byID, r.byID)
+	maps.Copy(out.kv, r.kv)
 	for sign, e := range map[int64]*Entry{-1: old, 1: new} {
 		if e == nil {
 			continue
 		}
 		out.peers += int(sign)
-		for i, id := range e.Endpoints {
-			out.byID[id] += sign * e.Counts[i]
-			out.total += sign * e.Counts[i]
-		}
+		out.add(*e, sign)
 	}
 	return out
 }
@@ -239,4 +250,39 @@ func (r *Remote) Loads() map[string]int64 {
 		}
 	}
 	return out
+}
+
+// KV returns the view of K that reads as this view reads the load:
+// the others' published K plus this replica's own, local (its live K, from
+// ring.Inflight.KV) laid over its last publication by the same [ViewMode].
+// It is what [ring.Balancer.SetKVLoads] takes.
+func (c *ClusterLoads) KV(local ring.Loads) ring.Loads { return kvLoads{c, local} }
+
+type kvLoads struct {
+	c     *ClusterLoads
+	local ring.Loads
+}
+
+func (v kvLoads) Load(id string) int64 {
+	s := v.c.sums.Load()
+	if s.own == nil || s.remote.peers == 0 {
+		return v.local.Load(id) + s.remote.kv[id]
+	}
+	own := s.own.kv[id]
+	if v.c.mode == ViewOverlay {
+		own = max(own, v.local.Load(id))
+	}
+	return own + s.remote.kv[id]
+}
+
+func (v kvLoads) Total() int64 {
+	s := v.c.sums.Load()
+	if s.own == nil || s.remote.peers == 0 {
+		return v.local.Total() + s.remote.kvTotal
+	}
+	own := s.own.kvTotal
+	if v.c.mode == ViewOverlay {
+		own = max(own, v.local.Total())
+	}
+	return own + s.remote.kvTotal
 }

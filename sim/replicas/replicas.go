@@ -65,63 +65,13 @@ type replica struct {
 	view  *core.View         // entries received, its own included; nil without gossip
 	ver   uint64
 	next  time.Duration // its next publication
-	kv    *kvView       // K: its own, live, plus the others' as last delivered
-}
-
-// kvView is a replica's view of K (ring.Inflight.KV) across the cluster,
-// read as its gossip view reads P: each other replica's counts as of its
-// last publication that reached this one, plus its own: as it last
-// published them (ViewShared), live (ViewExact), or the larger of the two
-// per endpoint (ViewOverlay). The gossip package carries P only; this is
-// what it will carry for K (gossip/DESIGN.md's K).
-type kvView struct {
-	mode   core.ViewMode
-	ids    []string
-	live   ring.Loads
-	pub    map[string]int64         // its own last publication
-	remote map[int]map[string]int64 // the others', by replica
-	sum    map[string]int64         // the others' summed
-	total  int64
-}
-
-func (v *kvView) set(from int, counts map[string]int64) {
-	v.remote[from] = counts
-	clear(v.sum)
-	v.total = 0
-	for _, m := range v.remote {
-		for id, n := range m {
-			v.sum[id] += n
-			v.total += n
-		}
-	}
-}
-
-func (v *kvView) own(id string) int64 {
-	switch v.mode {
-	case core.ViewShared:
-		return v.pub[id]
-	case core.ViewExact:
-		return v.live.Load(id)
-	}
-	return max(v.pub[id], v.live.Load(id))
-}
-
-func (v *kvView) Load(id string) int64 { return v.own(id) + v.sum[id] }
-
-func (v *kvView) Total() int64 {
-	t := v.total
-	for _, id := range v.ids {
-		t += v.own(id)
-	}
-	return t
 }
 
 // delivery is one publication in flight to one replica.
 type delivery struct {
-	at       time.Duration
-	to, from int
-	entry    core.Entry
-	kv       map[string]int64 // the sender's K counts
+	at    time.Duration
+	to    int
+	entry core.Entry
 }
 
 // Picker implements policy.Picker over R replicas.
@@ -185,9 +135,7 @@ func New(cfg Config) (*Picker, error) {
 			r.loads = core.NewClusterLoads(b.Inflight(), cfg.View)
 			r.view = core.NewView(name, cfg.StaleAfter, r.loads)
 			b.SetLoads(r.loads)
-			r.kv = &kvView{mode: cfg.View, ids: cfg.Endpoints, live: b.Inflight().KV(), pub: map[string]int64{},
-				remote: map[int]map[string]int64{}, sum: map[string]int64{}}
-			b.SetKVLoads(r.kv)
+			b.SetKVLoads(r.loads.KV(b.Inflight().KV()))
 		}
 		p.reps = append(p.reps, r)
 	}
@@ -357,16 +305,14 @@ func (p *Picker) publish(j int) {
 	at := r.next
 	r.next += p.cfg.Interval
 	r.ver++
-	e := core.NewEntry(r.name, r.name, 1, r.ver, epoch.Add(at), p.cfg.Endpoints, r.bal.Inflight().Counts(), nil)
+	e := core.NewEntryKV(r.name, r.name, 1, r.ver, epoch.Add(at), p.cfg.Endpoints, r.bal.Inflight().Counts(), r.bal.Inflight().KVCounts(), nil)
 	r.view.Publish(e)
 	r.view.Refresh(epoch.Add(at), nil)
-	kv := r.bal.Inflight().KVCounts()
-	r.kv.pub = kv
 	for k := range p.reps {
 		if k == j {
 			continue
 		}
-		d := delivery{at: at + p.cfg.Latency, to: k, from: j, entry: e, kv: kv}
+		d := delivery{at: at + p.cfg.Latency, to: k, entry: e}
 		if p.cfg.Latency == 0 {
 			p.deliver(d)
 			continue
@@ -380,7 +326,6 @@ func (p *Picker) publish(j int) {
 // so an entry that went stale meanwhile stops counting at once.
 func (p *Picker) deliver(d delivery) {
 	r := p.reps[d.to]
-	r.kv.set(d.from, d.kv)
 	if changed, _ := r.view.Receive(epoch.Add(d.at), d.entry); len(changed) > 0 {
 		r.view.Refresh(epoch.Add(d.at), nil)
 	}
