@@ -3,6 +3,7 @@ package workers
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -31,4 +32,26 @@ func FuzzDecodeOps(f *testing.F) {
 			t.Fatalf("re-encoding %v gave %v %v", ops, again, err)
 		}
 	})
+}
+
+// A record a peer cannot decode (here a URL past the decoder's 4,096-byte
+// string bound, as a build without the URL cap could send) is skipped
+// alone: the ops beside it decode and apply, and the bad one is counted.
+func TestDecodeSkipsABadRecordAlone(t *testing.T) {
+	st := uint64(t0.UnixMilli()) << 16
+	ops := []Op{
+		{URL: "http://10.0.0.1:8000", Stamp: st, Origin: "r1"},
+		{URL: "http://10.0.0.1:8000/" + strings.Repeat("a", 5000), Stamp: st, Origin: "r1"},
+		{URL: "http://10.0.0.2:8000", Stamp: st, Origin: "r1", Removed: true},
+		{URL: "http://10.0.0.3:8000", Stamp: st, Origin: "r1"},
+	}
+	got, err := DecodeOps(AppendOps(nil, ops))
+	if err != nil {
+		t.Fatalf("one bad record failed the message: %v", err)
+	}
+	s := newSet("r0", &clock{t0})
+	s.Merge(got)
+	if m := s.Members(); !slices.Equal(m, []string{"http://10.0.0.1:8000", "http://10.0.0.3:8000"}) || s.Dropped().Invalid != 1 || len(s.Ops()) != 3 {
+		t.Fatalf("members %v, ops %d, dropped %+v", m, len(s.Ops()), s.Dropped())
+	}
 }
