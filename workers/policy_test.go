@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 // Every class of URL the policy refuses, with the default policy and with
@@ -163,5 +162,4 @@ func TestMergeDropsInvalidOpsAlone(t *testing.T) {
 	if op := s2.Ops()[0]; op.Stamp == 0 || op.Stamp < st {
 		t.Fatalf("a refused op's stamp moved the clock: %v", op)
 	}
-	_ = time.Second
 }
