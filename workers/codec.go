@@ -6,16 +6,27 @@ import (
 	"github.com/prefixring/prefixring/internal/wire"
 )
 
-// The ops' codec, what gossip carries of the set: n, then n records, each
-// length-prefixed: url, stamp, origin, flags (bit 0: removed). Strings are
-// length-prefixed, integers varints. The length prefix frames each record,
-// so a record that does not decode (a string past the decoder's bound, a
-// truncated field) is skipped alone rather than failing the message, and
-// bytes after a record's flags are ignored: a later build may add fields.
-const maxOps = 1 << 14
+// The ops' codec, what gossip carries of the set: a 0 byte, the format
+// (1), n, then n records, each length-prefixed: url, stamp, origin, flags
+// (bit 0: removed). Strings are length-prefixed, integers varints. The
+// length prefix frames each record, so a record that does not decode (a
+// string past the decoder's bound, a truncated field) is skipped alone
+// rather than failing the message, and bytes after a record's flags are
+// ignored: a later build may add fields.
+//
+// Builds before the framing wrote n, then bare records; the leading 0
+// (n = 0 there, with nothing after it) tells the two apart, so this build
+// reads both (a build before it fails on the framed form: during a rolling
+// upgrade the old replicas miss the new ones' worker ops until they too
+// are upgraded).
+const (
+	maxOps       = 1 << 14
+	formatFramed = 1
+)
 
 // AppendOps appends ops.
 func AppendOps(b []byte, ops []Op) []byte {
+	b = append(b, 0, formatFramed)
 	b = binary.AppendUvarint(b, uint64(len(ops)))
 	var rec []byte
 	for _, op := range ops {
@@ -40,9 +51,20 @@ func AppendOps(b []byte, ops []Op) []byte {
 // message, since nothing after it can be found.
 func DecodeOps(b []byte) ([]Op, error) {
 	r := wire.NewReader(b)
+	framed := len(b) > 1 && b[0] == 0
+	if framed && r.Uvarint() == 0 && r.Byte() != formatFramed {
+		r.Fail(wire.ErrMalformed)
+	}
 	n := r.Count(maxOps)
 	out := make([]Op, 0, min(n, 1024))
 	for i := 0; i < n && r.Err() == nil; i++ {
+		if !framed {
+			op := readOp(r)
+			if r.Err() == nil {
+				out = append(out, op)
+			}
+			continue
+		}
 		rec := r.LenBytes()
 		if r.Err() != nil {
 			break
@@ -55,12 +77,17 @@ func DecodeOps(b []byte) ([]Op, error) {
 	return out, nil
 }
 
-func decodeOp(rec []byte) Op {
-	r := wire.NewReader(rec)
+func readOp(r *wire.Reader) Op {
 	op := Op{URL: r.String(), Stamp: r.Uvarint(), Origin: r.String()}
 	op.Removed = r.Byte()&1 != 0
-	if r.Err() != nil {
-		return Op{}
-	}
 	return op
+}
+
+// decodeOp reads one framed record, the zero Op if it does not decode.
+func decodeOp(rec []byte) Op {
+	r := wire.NewReader(rec)
+	if op := readOp(r); r.Err() == nil {
+		return op
+	}
+	return Op{}
 }

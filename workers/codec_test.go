@@ -1,10 +1,13 @@
 package workers
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/prefixring/prefixring/internal/wire"
 )
 
 func TestOpsRoundTrip(t *testing.T) {
@@ -53,5 +56,30 @@ func TestDecodeSkipsABadRecordAlone(t *testing.T) {
 	s.Merge(got)
 	if m := s.Members(); !slices.Equal(m, []string{"http://10.0.0.1:8000", "http://10.0.0.3:8000"}) || s.Dropped().Invalid != 1 || len(s.Ops()) != 3 {
 		t.Fatalf("members %v, ops %d, dropped %+v", m, len(s.Ops()), s.Dropped())
+	}
+}
+
+// A message from a build before the framed records (n, then bare
+// records) still decodes: a rolling upgrade's new replicas read the old.
+func TestDecodeReadsTheUnframedFormat(t *testing.T) {
+	ops := randomOps(rand.New(rand.NewPCG(7, 8)), 5)
+	var b []byte
+	b = binary.AppendUvarint(b, uint64(len(ops)))
+	for _, op := range ops {
+		b = wire.AppendString(b, op.URL)
+		b = binary.AppendUvarint(b, op.Stamp)
+		b = wire.AppendString(b, op.Origin)
+		flags := byte(0)
+		if op.Removed {
+			flags = 1
+		}
+		b = append(b, flags)
+	}
+	got, err := DecodeOps(b)
+	if err != nil || !slices.Equal(got, ops) {
+		t.Fatalf("unframed: %v %v, want %v", got, err, ops)
+	}
+	if got, err := DecodeOps([]byte{0}); err != nil || len(got) != 0 {
+		t.Fatalf("an empty set: %v %v", got, err)
 	}
 }
