@@ -6,19 +6,20 @@ import (
 	"github.com/prefixring/prefixring/internal/wire"
 )
 
-// The ops' codec, what gossip carries of the set: a 0 byte, the format
-// (1), n, then n records, each length-prefixed: url, stamp, origin, flags
-// (bit 0: removed). Strings are length-prefixed, integers varints. The
-// length prefix frames each record, so a record that does not decode (a
-// string past the decoder's bound, a truncated field) is skipped alone
+// The ops' codec, what gossip carries of the set: the bytes 0x80 0x00, the
+// format (1), n, then n records, each length-prefixed: url, stamp, origin,
+// flags (bit 0: removed). Strings are length-prefixed, integers varints.
+// The length prefix frames each record, so a record that does not decode
+// (a string past the decoder's bound, a truncated field) is skipped alone
 // rather than failing the message, and bytes after a record's flags are
 // ignored: a later build may add fields.
 //
-// Builds before the framing wrote n, then bare records; the leading 0
-// (n = 0 there, with nothing after it) tells the two apart, so this build
-// reads both (a build before it fails on the framed form: during a rolling
-// upgrade the old replicas miss the new ones' worker ops until they too
-// are upgraded).
+// Builds before the framing wrote n, then bare records. 0x80 0x00 is a
+// zero no varint encoder writes, so the two forms cannot be confused and
+// no truncation of either is a valid message; this build reads both (a
+// build before it refuses the framed form: during a rolling upgrade the
+// old replicas miss the new ones' worker ops until they too are
+// upgraded).
 const (
 	maxOps       = 1 << 14
 	formatFramed = 1
@@ -26,7 +27,7 @@ const (
 
 // AppendOps appends ops.
 func AppendOps(b []byte, ops []Op) []byte {
-	b = append(b, 0, formatFramed)
+	b = append(b, 0x80, 0x00, formatFramed)
 	b = binary.AppendUvarint(b, uint64(len(ops)))
 	var rec []byte
 	for _, op := range ops {
@@ -51,8 +52,8 @@ func AppendOps(b []byte, ops []Op) []byte {
 // message, since nothing after it can be found.
 func DecodeOps(b []byte) ([]Op, error) {
 	r := wire.NewReader(b)
-	framed := len(b) > 1 && b[0] == 0
-	if framed && r.Uvarint() == 0 && r.Byte() != formatFramed {
+	framed := len(b) > 1 && b[0] == 0x80 && b[1] == 0x00
+	if framed && (len(r.Bytes(2)) != 2 || r.Byte() != formatFramed) {
 		r.Fail(wire.ErrMalformed)
 	}
 	n := r.Count(maxOps)

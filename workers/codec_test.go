@@ -82,4 +82,12 @@ func TestDecodeReadsTheUnframedFormat(t *testing.T) {
 	if got, err := DecodeOps([]byte{0}); err != nil || len(got) != 0 {
 		t.Fatalf("an empty set: %v %v", got, err)
 	}
+	// No truncation of either form is a message.
+	for _, full := range [][]byte{b, AppendOps(nil, ops)} {
+		for i := range len(full) - 1 {
+			if _, err := DecodeOps(full[:i]); err == nil {
+				t.Fatalf("%x truncated to %d bytes decoded", full, i)
+			}
+		}
+	}
 }
