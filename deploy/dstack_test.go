@@ -172,6 +172,9 @@ func TestDstackRouterGroupTakesDstacksCalls(t *testing.T) {
 		t.Helper()
 		req, _ := http.NewRequest(method, api+path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
+		// dstack's server calls http://dstack/workers through an SSH
+		// tunnel to localhost:<service port> (router_worker_sync.py).
+		req.Host = "dstack"
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -200,5 +203,23 @@ func TestDstackRouterGroupTakesDstacksCalls(t *testing.T) {
 	}
 	if _, body := call("GET", "/workers", ""); len(body["workers"].([]any)) != 0 {
 		t.Fatalf("GET after DELETE: %v", body)
+	}
+	// A client relayed to the service port by a proxy on the host (Host
+	// rewritten, or a forwarding header) is refused.
+	for _, edit := range []func(*http.Request){
+		func(r *http.Request) { r.Host = a[0] },
+		func(r *http.Request) { r.Header.Set("X-Real-IP", "203.0.113.9") },
+	} {
+		req, _ := http.NewRequest("POST", api+"/workers", strings.NewReader(`{"url":"`+engine+`"}`))
+		req.Host = "dstack"
+		edit(req)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("a relayed POST: %d, want 403", resp.StatusCode)
+		}
 	}
 }

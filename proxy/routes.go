@@ -34,7 +34,9 @@ type Ops struct {
 	Pprof bool
 	// Workers, when set, serves the workers API (/workers) on the admin
 	// listener, and on the public one too when PublicWorkers is set (dstack
-	// reaches a router replica group only through its service port).
+	// reaches a router replica group only through its service port);
+	// there, without a token, it answers dstack's calls only
+	// (WorkersAPI.RegisterPublic).
 	Workers       *WorkersAPI
 	PublicWorkers bool
 }
@@ -48,7 +50,7 @@ func Public(rt http.Handler, ops Ops) http.Handler {
 	var workers http.Handler
 	if ops.Workers != nil && ops.PublicWorkers {
 		mux := http.NewServeMux()
-		ops.Workers.Register(mux)
+		ops.Workers.RegisterPublic(mux)
 		workers = mux
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

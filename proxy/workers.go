@@ -13,12 +13,20 @@ import (
 	"strings"
 
 	"github.com/prefixring/prefixring/upstream"
+	"github.com/prefixring/prefixring/workers"
 )
 
+// workerURLError is a URL the router cannot use as an endpoint.
+type workerURLError struct{ err error }
+
+func (e *workerURLError) Error() string { return e.err.Error() }
+
 // Registry is what the workers API writes: the registered-worker set
-// (workers.Set, replicated by gossip).
+// (workers.Set, replicated by gossip). Register refuses a URL with an
+// error wrapping workers.ErrInvalidURL, or workers.ErrTooManyWorkers at
+// the cap.
 type Registry interface {
-	Add(url string) bool
+	Register(url string) (bool, error)
 	Remove(url string) bool
 	Members() []string
 }
@@ -42,9 +50,10 @@ type WorkersAPI struct {
 	// nil reports every worker healthy with load 0.
 	Status func(url string) (healthy bool, load int64)
 	// Token, when set, is the bearer token every /workers request must
-	// carry. When empty, only clients on a loopback address are served
-	// (anything else gets 403), so an admin port reachable from a network
-	// never lets an unauthenticated caller point the router elsewhere.
+	// carry, on either listener. When empty, only a direct local caller
+	// is served (anything else gets 403, see [localCaller]), so neither a
+	// port reachable from a network nor a relay on the router's host lets
+	// an unauthenticated caller point the router elsewhere.
 	Token string
 }
 
@@ -59,21 +68,31 @@ type workerJSON struct {
 var (
 	errUnauthorized = &apiError{http.StatusUnauthorized, "Missing or wrong admin token: send Authorization: Bearer <token> (--admin-token).", "authentication_error", "invalid_admin_token"}
 	errNotLoopback  = &apiError{http.StatusForbidden, "The workers API answers only loopback clients unless the router runs with --admin-token.", "permission_error", "admin_token_required"}
+	errRelayed      = &apiError{http.StatusForbidden, "The request came through a proxy (it carries Forwarded, X-Forwarded-*, X-Real-IP or Via): without --admin-token the workers API answers only direct local callers.", "permission_error", "admin_token_required"}
+	errAdminHost    = &apiError{http.StatusForbidden, "Without --admin-token the workers API on the admin listener answers only requests to localhost or a loopback address (Host header).", "permission_error", "admin_token_required"}
+	errPublicHost   = &apiError{http.StatusForbidden, "Without --admin-token the workers API on the API listener answers only dstack's calls (Host: dstack, from loopback, not through a proxy); use the admin listener or --admin-token.", "permission_error", "admin_token_required"}
+	errTooMany      = &apiError{http.StatusConflict, "", "invalid_request_error", "too_many_workers"}
 	errNoWorker     = &apiError{http.StatusNotFound, "No registered worker has that id.", "invalid_request_error", "worker_not_found"}
 )
 
-// Register adds the workers API's routes to mux.
-func (a *WorkersAPI) Register(mux *http.ServeMux) {
-	mux.Handle("/workers", a.auth(http.HandlerFunc(a.serveWorkers)))
-	mux.Handle("/workers/", a.auth(http.HandlerFunc(a.serveWorker)))
+// Register adds the workers API's routes to mux, for the admin listener.
+func (a *WorkersAPI) Register(mux *http.ServeMux) { a.register(mux, false) }
+
+// RegisterPublic adds the workers API's routes to mux, for the API
+// listener: without a token it answers dstack's calls only.
+func (a *WorkersAPI) RegisterPublic(mux *http.ServeMux) { a.register(mux, true) }
+
+func (a *WorkersAPI) register(mux *http.ServeMux, public bool) {
+	mux.Handle("/workers", a.auth(http.HandlerFunc(a.serveWorkers), public))
+	mux.Handle("/workers/", a.auth(http.HandlerFunc(a.serveWorker), public))
 }
 
-func (a *WorkersAPI) auth(next http.Handler) http.Handler {
+func (a *WorkersAPI) auth(next http.Handler, public bool) http.Handler {
 	want := sha256.Sum256([]byte(a.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.Token == "" {
-			if !loopback(r.RemoteAddr) {
-				writeError(w, errNotLoopback)
+			if e := localCaller(r, public); e != nil {
+				writeError(w, e)
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -89,6 +108,52 @@ func (a *WorkersAPI) auth(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// forwardingHeaders are the headers a relay adds to say whom it relays:
+// the standard one (RFC 7239), the de facto ones (nginx's X-Real-IP,
+// X-Forwarded-*), Via (RFC 9110, which proxies must add) and the CDNs'.
+var forwardingHeaders = []string{
+	"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip", "Via",
+	"X-Client-Ip", "True-Client-Ip", "Cf-Connecting-Ip", "Fastly-Client-Ip", "X-Cluster-Client-Ip", "X-Envoy-External-Address",
+}
+
+// localCaller decides a call without a token: it must come from a
+// loopback address, carry no forwarding header (a relay on the router's
+// host connects from loopback too), and name a local Host: on the admin
+// listener localhost, a loopback address or dstack; on the API listener
+// only "dstack", the host of the base URL dstack's server calls the router
+// with (router_worker_sync.py: http://dstack, through an SSH tunnel to
+// localhost:<service port>). A relay that rewrites Host to its upstream
+// (nginx's default, $proxy_host: 127.0.0.1:8000) or keeps the client's
+// (the public name) is refused by the Host; one that adds who it relays
+// for, by the header; a browser led to the port by DNS rebinding sends the
+// attacker's Host. What remains is a relay that passes bytes unchanged (a
+// TCP forwarder, ssh -L, kubectl port-forward) to a client that sends
+// Host: dstack: the README's dstack section says so.
+func localCaller(r *http.Request, public bool) *apiError {
+	if !loopback(r.RemoteAddr) {
+		return errNotLoopback
+	}
+	for _, h := range forwardingHeaders {
+		if _, ok := r.Header[h]; ok {
+			return errRelayed
+		}
+	}
+	host := strings.ToLower(r.Host)
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(host, ".")
+	switch {
+	case host == "dstack":
+		return nil
+	case public:
+		return errPublicHost
+	case host == "localhost" || strings.HasSuffix(host, ".localhost") || loopback(host):
+		return nil
+	}
+	return errAdminHost
 }
 
 func loopback(remote string) bool {
@@ -118,11 +183,19 @@ func (a *WorkersAPI) serveWorkers(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"workers": list, "total": len(list)})
 	case http.MethodPost:
 		u, err := decodeWorker(r)
-		if err != nil {
+		var bad *workerURLError
+		switch {
+		case errors.As(err, &bad):
+			writeError(w, registerError(bad.err))
+			return
+		case err != nil:
 			writeError(w, errBadRequest(err.Error()))
 			return
 		}
-		a.Registry.Add(u)
+		if _, err := a.Registry.Register(u); err != nil {
+			writeError(w, registerError(err))
+			return
+		}
 		writeJSON(w, http.StatusAccepted, map[string]string{"status": "accepted", "worker_id": url.QueryEscape(u), "url": u})
 	default:
 		writeError(w, errMethod("GET or POST"))
@@ -147,6 +220,18 @@ func (a *WorkersAPI) serveWorker(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeError(w, errMethod("GET or DELETE"))
 	}
+}
+
+// registerError maps the set's refusals: a URL it refuses is the
+// request's fault (400); a full set conflicts with its state (409: a
+// DELETE makes room, and unlike 429 it tells no client to retry as is).
+func registerError(err error) *apiError {
+	if errors.Is(err, workers.ErrTooManyWorkers) {
+		e := *errTooMany
+		e.message = err.Error()
+		return &e
+	}
+	return &apiError{http.StatusBadRequest, err.Error(), "invalid_request_error", "invalid_worker_url"}
 }
 
 // lookup finds the registered worker that the path's id names: the
@@ -192,12 +277,11 @@ func decodeWorker(r *http.Request) (string, error) {
 	if body.WorkerType != nil && *body.WorkerType != "regular" {
 		return "", fmt.Errorf(`worker_type %q is not supported: prefixring routes whole requests to "regular" workers (no prefill/decode disaggregation)`, *body.WorkerType)
 	}
+	// The set checks the URL against its policy when it registers it;
+	// the router must also be able to use it as an endpoint.
 	u := strings.TrimRight(*body.URL, "/")
 	if _, _, err := upstream.ParseEndpoint(u); err != nil {
-		return "", err
-	}
-	if strings.Contains(u, "=") {
-		return "", fmt.Errorf("url %q: labels (name=url) are for --endpoints, not the workers API", u)
+		return "", &workerURLError{err}
 	}
 	return u, nil
 }

@@ -160,9 +160,12 @@ func TestWorkersOnThePublicListener(t *testing.T) {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("GET", "/workers", nil)
 		req.RemoteAddr = "127.0.0.1:5000"
+		req.Host = "dstack"
 		h.ServeHTTP(rec, req)
 		if (rec.Code == 200) != public {
 			t.Fatalf("public=%v: GET /workers on the public listener answered %d", public, rec.Code)
 		}
 	}
 }
+
+func jsonDecode(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }

@@ -13,6 +13,7 @@ import (
 	"github.com/prefixring/prefixring/proxy"
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/upstream"
+	"github.com/prefixring/prefixring/workers"
 )
 
 // Config is everything that shapes a replica, as `prefixring serve`'s flags
@@ -110,6 +111,8 @@ type WorkersConfig struct {
 	// Token, when set, is the bearer token every call needs; empty: only
 	// loopback clients are served.
 	Token string
+	// Policy bounds the registered workers' URLs and number.
+	Policy workers.Policy
 }
 
 // DefaultConfig is `prefixring serve` without flags.
@@ -121,7 +124,7 @@ func DefaultConfig() Config {
 		Proxy:  proxy.DefaultConfig(), Server: proxy.DefaultServerConfig(), Health: upstream.DefaultHealthConfig(),
 		KV:         upstream.DefaultKVConfig(),
 		Sources:    Sources{DNSInterval: 10 * time.Second, FileInterval: 5 * time.Second},
-		Workers:    WorkersConfig{Mode: WorkersAdmin},
+		Workers:    WorkersConfig{Mode: WorkersAdmin, Policy: workers.DefaultPolicy()},
 		DrainDelay: 5 * time.Second, DrainTimeout: 20 * time.Second,
 	}
 }
@@ -143,7 +146,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("drain delay %v, timeout %v: must not be negative", c.DrainDelay, c.DrainTimeout)
 	}
 	switch c.Workers.Mode {
-	case WorkersOff, WorkersAdmin, WorkersPublic:
+	case WorkersOff:
+	case WorkersAdmin, WorkersPublic:
+		if err := c.Workers.Policy.Validate(); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("workers API %q: want admin, public or off", c.Workers.Mode)
 	}

@@ -1,6 +1,8 @@
 package router
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/prefixring/prefixring/proxy"
 	"github.com/prefixring/prefixring/upstream"
 	"github.com/prefixring/prefixring/workers"
@@ -14,6 +16,23 @@ func (r *Replica) workersAPI() (*proxy.WorkersAPI, error) {
 		return nil, nil
 	}
 	set := workers.NewSet(r.hostname(), nil, 0)
+	if err := set.SetPolicy(r.cfg.Workers.Policy); err != nil {
+		return nil, err
+	}
+	dropped := func(reason func(workers.Dropped) uint64) func() float64 {
+		return func() float64 { return float64(reason(set.Dropped())) }
+	}
+	const help = "Workers-set ops heard from peers and not applied, by reason: invalid (the URL policy refused it, or its record did not decode) or over_cap (an add past --max-workers)."
+	for reason, f := range map[string]func(workers.Dropped) uint64{
+		"invalid":  func(d workers.Dropped) uint64 { return d.Invalid },
+		"over_cap": func(d workers.Dropped) uint64 { return d.OverCap },
+	} {
+		if err := r.reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "prefixring_workers_dropped_ops_total", Help: help, ConstLabels: prometheus.Labels{"reason": reason},
+		}, dropped(f))); err != nil {
+			return nil, err
+		}
+	}
 	set.OnChange(func(local bool) {
 		members := set.Members()
 		if err := r.endpoints.SetSource("workers", members); err != nil {
@@ -28,7 +47,7 @@ func (r *Replica) workersAPI() (*proxy.WorkersAPI, error) {
 		}
 	}
 	if r.cfg.Workers.Token == "" {
-		r.log.Info("workers API without a token: it answers loopback clients only")
+		r.log.Info("workers API without a token: it answers direct local callers only (loopback, no forwarding header; on the API listener Host: dstack, as dstack calls it)")
 	}
 	r.workers = set
 	status := func(u string) (bool, int64) {

@@ -51,8 +51,11 @@ type Set struct {
 	ttl  time.Duration
 
 	mu       sync.Mutex
+	policy   Policy
 	ops      map[string]Op
+	live     int // ops that are adds: the members
 	clock    uint64
+	dropped  Dropped
 	onChange []func(local bool)
 }
 
@@ -70,7 +73,41 @@ func NewSet(node string, now func() time.Time, ttl time.Duration) *Set {
 	if ttl <= 0 {
 		ttl = DefaultTombstoneTTL
 	}
-	return &Set{node: node, now: now, ttl: ttl, ops: map[string]Op{}}
+	return &Set{node: node, now: now, ttl: ttl, policy: DefaultPolicy(), ops: map[string]Op{}}
+}
+
+// SetPolicy replaces [DefaultPolicy]. Call it before the set is used.
+func (s *Set) SetPolicy(p Policy) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.policy = p
+	return nil
+}
+
+// Policy returns the set's policy.
+func (s *Set) Policy() Policy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.policy
+}
+
+// Dropped counts the ops heard from peers that were not applied.
+type Dropped struct {
+	// Invalid: ops whose URL the policy refuses, whose origin is empty or
+	// too long, or whose record did not decode.
+	Invalid uint64
+	// OverCap: adds that would have taken the set past MaxWorkers.
+	OverCap uint64
+}
+
+// Dropped returns the counts of ops from peers not applied.
+func (s *Set) Dropped() Dropped {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dropped
 }
 
 // OnChange registers fn, called after every change of the set, outside the
@@ -85,33 +122,116 @@ func (s *Set) stampLocked() uint64 {
 	return s.clock
 }
 
-// Add registers url. It reports whether the set changed (false when url
-// was already registered).
-func (s *Set) Add(url string) bool { return s.apply(url, false) }
+// Add registers url, as [Set.Register] does. It reports whether the set
+// changed (false when url was already registered, or is refused).
+func (s *Set) Add(url string) bool {
+	added, _ := s.Register(url)
+	return added
+}
+
+// Register adds url, or says why not: an error wrapping [ErrInvalidURL]
+// when the policy refuses the URL, or [ErrTooManyWorkers] at the cap. It
+// reports whether the set changed (false, nil when url was already
+// registered).
+func (s *Set) Register(url string) (bool, error) {
+	s.mu.Lock()
+	if err := s.policy.CheckURL(url); err != nil {
+		s.mu.Unlock()
+		return false, err
+	}
+	old, ok := s.ops[url]
+	if ok && !old.Removed {
+		s.mu.Unlock()
+		return false, nil
+	}
+	if s.live >= s.policy.MaxWorkers {
+		s.mu.Unlock()
+		return false, fmt.Errorf("%w: %d are registered, the most this router takes (--max-workers); remove one first", ErrTooManyWorkers, s.live)
+	}
+	if !ok && !s.roomLocked() {
+		s.mu.Unlock()
+		return false, fmt.Errorf("%w: the set is full", ErrTooManyWorkers)
+	}
+	s.putLocked(Op{URL: url, Stamp: s.stampLocked(), Origin: s.node})
+	s.mu.Unlock()
+	s.changed(true)
+	return true, nil
+}
 
 // Remove deregisters url. It reports whether url was registered.
-func (s *Set) Remove(url string) bool { return s.apply(url, true) }
-
-func (s *Set) apply(url string, removed bool) bool {
+func (s *Set) Remove(url string) bool {
 	s.mu.Lock()
-	if old, ok := s.ops[url]; ok && old.Removed == removed || !ok && removed {
+	if old, ok := s.ops[url]; !ok || old.Removed {
 		s.mu.Unlock()
 		return false
 	}
-	s.ops[url] = Op{URL: url, Stamp: s.stampLocked(), Origin: s.node, Removed: removed}
+	s.putLocked(Op{URL: url, Stamp: s.stampLocked(), Origin: s.node, Removed: true})
 	s.mu.Unlock()
 	s.changed(true)
 	return true
 }
 
+// putLocked stores op, keeping the count of members.
+func (s *Set) putLocked(op Op) {
+	if old, ok := s.ops[op.URL]; ok && !old.Removed {
+		s.live--
+	}
+	if !op.Removed {
+		s.live++
+	}
+	s.ops[op.URL] = op
+}
+
+// roomLocked makes room for one more URL: past the bound on ops held, the
+// oldest removal is forgotten (before its time to live; a replica that
+// missed it could bring its worker back, which only a set churning past
+// 4 × MaxWorkers URLs within the time to live risks). It reports false
+// when there is no removal to forget.
+func (s *Set) roomLocked() bool {
+	if len(s.ops) < s.policy.maxHeld() {
+		return true
+	}
+	var oldest Op
+	found := false
+	for _, op := range s.ops {
+		if op.Removed && (!found || Newer(oldest, op)) {
+			oldest, found = op, true
+		}
+	}
+	if found {
+		delete(s.ops, oldest.URL)
+	}
+	return found
+}
+
+// checkLocked reports whether a peer's op may be applied: its URL passes
+// the policy (a URL held already passed it) and its origin is a name.
+func (s *Set) checkLocked(op Op) bool {
+	if op.Origin == "" || len(op.Origin) > maxOrigin {
+		return false
+	}
+	if _, ok := s.ops[op.URL]; ok {
+		return true
+	}
+	return s.policy.CheckURL(op.URL) == nil
+}
+
 // Merge applies ops heard from a peer and reports whether the members
 // changed. Ops older than the ones held change nothing; a tombstone past
-// its time to live is ignored rather than revived.
+// its time to live is ignored rather than revived. An op the policy
+// refuses is dropped alone and counted ([Set.Dropped]), and its stamp does
+// not move the clock; so is an add that would take the members past
+// MaxWorkers (the peer republishes it, so it applies once a removal makes
+// room).
 func (s *Set) Merge(ops []Op) bool {
 	s.mu.Lock()
 	cutoff := s.cutoff()
 	changed := false
 	for _, op := range ops {
+		if !s.checkLocked(op) {
+			s.dropped.Invalid++
+			continue
+		}
 		s.clock = max(s.clock, op.Stamp)
 		if op.Removed && op.Millis() < cutoff {
 			continue
@@ -120,7 +240,15 @@ func (s *Set) Merge(ops []Op) bool {
 		if ok && !Newer(op, old) {
 			continue
 		}
-		s.ops[op.URL] = op
+		if !op.Removed && (!ok || old.Removed) && s.live >= s.policy.MaxWorkers {
+			s.dropped.OverCap++
+			continue
+		}
+		if !ok && !s.roomLocked() {
+			s.dropped.OverCap++
+			continue
+		}
+		s.putLocked(op)
 		if !ok && !op.Removed || ok && old.Removed != op.Removed {
 			changed = true
 		}

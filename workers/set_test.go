@@ -165,19 +165,19 @@ func TestChangesAreReported(t *testing.T) {
 	s := newSet("r0", c)
 	var heard []bool
 	s.OnChange(func(local bool) { heard = append(heard, local) })
-	if !s.Add("u") || s.Add("u") || !s.Remove("u") || s.Remove("u") || s.Remove("never") {
+	if !s.Add("http://u:1") || s.Add("http://u:1") || !s.Remove("http://u:1") || s.Remove("http://u:1") || s.Remove("never") {
 		t.Fatal("Add/Remove misreport changes")
 	}
 	peer := newSet("r1", c)
 	c.t = c.t.Add(time.Second)
-	peer.Add("v")
+	peer.Add("http://v:1")
 	if !s.Merge(peer.Ops()) || s.Merge(peer.Ops()) {
 		t.Fatal("Merge misreports changes")
 	}
 	if want := []bool{true, true, false}; !slices.Equal(heard, want) {
 		t.Fatalf("OnChange heard %v, want %v", heard, want)
 	}
-	if got := s.Members(); !slices.Equal(got, []string{"v"}) {
+	if got := s.Members(); !slices.Equal(got, []string{"http://v:1"}) {
 		t.Fatalf("members %v", got)
 	}
 }

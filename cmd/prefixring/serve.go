@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/router"
 	"github.com/prefixring/prefixring/upstream"
+	"github.com/prefixring/prefixring/workers"
 	"github.com/urfave/cli/v2"
 )
 
@@ -31,7 +33,10 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "endpoints-file", EnvVars: env("endpoints-file"), Usage: "read endpoints from this file, one per line in --endpoints' syntax ('#' comments), re-read every --endpoints-file-interval; routed together with the other sources; a missing, bad or empty file keeps the last good set"},
 		&cli.DurationFlag{Name: "endpoints-file-interval", Value: 5 * time.Second, EnvVars: env("endpoints-file-interval"), Usage: "how often --endpoints-file is re-read"},
 		&cli.StringFlag{Name: "workers-api", Value: "admin", EnvVars: env("workers-api"), Usage: "where to serve the SGLang-gateway-compatible workers API (GET/POST/DELETE /workers, as dstack drives it): admin (the admin listener), public (the admin and the API listener: a dstack router replica group reaches the router only through its service port), or off; registered workers are routed with the other sources and gossiped to every replica"},
-		&cli.StringFlag{Name: "admin-token", EnvVars: env("admin-token"), Usage: "bearer token the workers API requires (Authorization: Bearer ...); without one (and without --admin-token-file) the workers API answers loopback clients only"},
+		&cli.StringFlag{Name: "admin-token", EnvVars: env("admin-token"), Usage: "bearer token the workers API requires (Authorization: Bearer ...); without one (and without --admin-token-file) the workers API answers only direct local callers: from loopback, with no forwarding header (X-Forwarded-For, X-Real-IP, Forwarded, Via), and with Host localhost or a loopback address on the admin listener, Host dstack (dstack's calls) on the API listener"},
+		&cli.IntFlag{Name: "max-workers", Value: workers.DefaultMaxWorkers, EnvVars: env("max-workers"), Usage: "most workers the workers API registers (an add past it: 409); adds heard from peers past it are dropped and counted"},
+		&cli.StringSliceFlag{Name: "workers-allow-cidr", EnvVars: env("workers-allow-cidr"), Usage: "only register workers at IP addresses in these CIDRs (repeatable, comma-separated); with it a worker URL must name an IP address, not a host name; default: any address but the link-local ones"},
+		&cli.BoolFlag{Name: "workers-allow-link-local", EnvVars: env("workers-allow-link-local"), Usage: "let workers be at link-local (169.254.0.0/16, fe80::/10: cloud metadata services), metadata, unspecified (0.0.0.0, ::), broadcast or multicast addresses, refused by default"},
 		&cli.StringFlag{Name: "admin-token-file", EnvVars: env("admin-token-file"), Usage: "read --admin-token from this file (a mounted Secret); surrounding whitespace is dropped"},
 		&cli.StringFlag{Name: "policy", Value: policy.Default, EnvVars: env("policy"), Usage: "routing policy: chwbl (prefix affinity with bounded loads, gossiped), or one to compare it with: " + strings.Join(policy.Names[1:], ", ")},
 		&cli.StringFlag{Name: "load-signal", Value: string(rd.Signal), EnvVars: env("load-signal"), Usage: "unit of load the bound counts and gossip shares: tokens (a request weighs its prompt's estimated tokens, body bytes / 4, until the first byte of its answer: the prefill queued on an endpoint) or requests (every request weighs 1 until it ends); every replica must use the same"},
@@ -166,6 +171,15 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 	cfg.Workers.Mode = c.String("workers-api")
 	if cfg.Workers.Token, err = adminToken(c); err != nil {
 		return cfg, nil, err
+	}
+	cfg.Workers.Policy.MaxWorkers = c.Int("max-workers")
+	cfg.Workers.Policy.AllowLinkLocal = c.Bool("workers-allow-link-local")
+	for _, s := range c.StringSlice("workers-allow-cidr") {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil {
+			return cfg, nil, fmt.Errorf("--workers-allow-cidr %q: %v", s, err)
+		}
+		cfg.Workers.Policy.AllowCIDRs = append(cfg.Workers.Policy.AllowCIDRs, p.Masked())
 	}
 	return cfg, warnings, cfg.Validate()
 }

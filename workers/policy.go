@@ -1,0 +1,187 @@
+package workers
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// ErrInvalidURL is the error of a worker URL the policy refuses.
+var ErrInvalidURL = errors.New("invalid worker url")
+
+// ErrTooManyWorkers is the error of an add that would take the set past
+// its cap.
+var ErrTooManyWorkers = errors.New("too many workers")
+
+const (
+	// DefaultMaxURLBytes bounds a worker URL: room for any DNS name (253
+	// bytes), a port and a path prefix, and small enough that one op
+	// (URL, stamp, origin) fits a single UDP gossip packet (about 1,400
+	// bytes) with room to spare. The gossip decoder refuses strings past
+	// 4,096 bytes; a 5,019-byte URL once made every message of its
+	// replica undecodable.
+	DefaultMaxURLBytes = 512
+	// DefaultMaxWorkers bounds the registered workers: far above any
+	// fleet one router fronts (dstack reads at most 8,192 from GET
+	// /workers; its services run a handful of replicas), and small enough
+	// that the whole set, republished on every push/pull, stays under
+	// 256 × (512 + ~80) bytes, about 150 KB, in the worst case.
+	DefaultMaxWorkers = 256
+
+	maxURLBytesLimit = 1024       // one op in one UDP packet
+	maxWorkersLimit  = maxOps / 4 // the ops held (live and removed) stay decodable
+	maxOrigin        = 255        // a replica's name (memberlist node name)
+)
+
+// Policy is what a worker URL must be, and how many workers the set
+// holds. The same policy on every replica keeps the set's merge a
+// deterministic filter: an op one replica refuses, every replica refuses.
+type Policy struct {
+	// MaxURLBytes bounds a URL's length (DefaultMaxURLBytes).
+	MaxURLBytes int
+	// MaxWorkers bounds the registered workers (DefaultMaxWorkers).
+	MaxWorkers int
+	// AllowCIDRs, when not empty, is the only address space workers may
+	// be in. It judges addresses, so with it a URL must name an IP
+	// literal: a host name's address can change after the check (DNS
+	// rebinding), and resolving here would put I/O in the merge.
+	AllowCIDRs []netip.Prefix
+	// AllowLinkLocal lets a worker be at a link-local address
+	// (169.254.0.0/16, fe80::/10, where the clouds' metadata services
+	// live), a known metadata address, the unspecified address (0.0.0.0,
+	// ::), broadcast or multicast. Off by default: a worker there is
+	// more likely an attempt to reach the host's credentials than an
+	// inference server.
+	AllowLinkLocal bool
+}
+
+// DefaultPolicy is the policy of a set that was given none.
+func DefaultPolicy() Policy {
+	return Policy{MaxURLBytes: DefaultMaxURLBytes, MaxWorkers: DefaultMaxWorkers}
+}
+
+// Validate reports a policy that cannot work.
+func (p Policy) Validate() error {
+	switch {
+	case p.MaxURLBytes < 64 || p.MaxURLBytes > maxURLBytesLimit:
+		return fmt.Errorf("worker URL cap %d bytes: want 64 to %d", p.MaxURLBytes, maxURLBytesLimit)
+	case p.MaxWorkers < 1 || p.MaxWorkers > maxWorkersLimit:
+		return fmt.Errorf("max workers %d: want 1 to %d", p.MaxWorkers, maxWorkersLimit)
+	}
+	for _, c := range p.AllowCIDRs {
+		if !c.IsValid() {
+			return fmt.Errorf("worker allowlist: invalid prefix %v", c)
+		}
+	}
+	return nil
+}
+
+// maxHeld bounds the ops held, removals included: past it the oldest
+// removal is forgotten early.
+func (p Policy) maxHeld() int { return 4 * p.MaxWorkers }
+
+func invalid(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidURL}, a...)...)
+}
+
+// CheckURL reports why u cannot be a worker, nil if it can: an http or
+// https URL of printable ASCII, at most MaxURLBytes long, with a host, an
+// optional port and path, and nothing else (no user info, query,
+// fragment or '='), whose host is an address the policy allows or, with
+// no allowlist, a DNS name.
+func (p Policy) CheckURL(u string) error {
+	if u == "" {
+		return invalid("the url is empty")
+	}
+	if len(u) > p.MaxURLBytes {
+		return invalid("the url is %d bytes; at most %d", len(u), p.MaxURLBytes)
+	}
+	for i := 0; i < len(u); i++ {
+		if c := u[i]; c <= ' ' || c >= 0x7f || strings.IndexByte("\"<>\\^`{|}", c) >= 0 {
+			return invalid("byte %d of the url (%q) is not allowed: use printable ASCII, percent-encoded where needed", i, c)
+		}
+	}
+	if strings.ContainsAny(u, "?#=") {
+		return invalid("%q: only scheme, host, port and path are allowed (no query, fragment or '=')", u)
+	}
+	pu, err := url.Parse(u)
+	switch {
+	case err != nil:
+		return invalid("%v", err)
+	case !strings.EqualFold(pu.Scheme, "http") && !strings.EqualFold(pu.Scheme, "https"):
+		return invalid("%q: the scheme must be http or https", u)
+	case pu.Opaque != "" || pu.User != nil:
+		return invalid("%q: no user info is allowed", u)
+	case pu.Hostname() == "":
+		return invalid("%q: no host", u)
+	}
+	if port := pu.Port(); port != "" || strings.HasSuffix(pu.Host, ":") {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return invalid("%q: port %q is not 1 to 65535", u, port)
+		}
+	}
+	return p.checkHost(u, pu.Hostname())
+}
+
+// metadata are cloud metadata addresses outside the link-local ranges.
+var metadata = []netip.Addr{
+	netip.MustParseAddr("fd00:ec2::254"),   // AWS IMDS over IPv6
+	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud
+	netip.MustParseAddr("255.255.255.255"), // broadcast
+}
+
+func (p Policy) checkHost(u, host string) error {
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return p.checkName(u, host)
+	}
+	if ip.Zone() != "" {
+		return invalid("%q: an address with a zone is link-local", u)
+	}
+	ip = ip.Unmap()
+	if !p.AllowLinkLocal && (ip.IsLinkLocalUnicast() || ip.IsMulticast() || ip.IsUnspecified() || containsAddr(metadata, ip)) {
+		return invalid("%q: link-local, metadata, unspecified and multicast addresses are refused unless the router runs with --workers-allow-link-local", u)
+	}
+	if len(p.AllowCIDRs) == 0 {
+		return nil
+	}
+	for _, c := range p.AllowCIDRs {
+		if c.Contains(ip) {
+			return nil
+		}
+	}
+	return invalid("%q: the address is outside --workers-allow-cidr", u)
+}
+
+func containsAddr(list []netip.Addr, ip netip.Addr) bool {
+	for _, a := range list {
+		if a == ip {
+			return true
+		}
+	}
+	return false
+}
+
+// checkName accepts a DNS name: labels of letters, digits, '-' and '_',
+// the last one not all digits, so nothing a resolver might read as an
+// address in another notation (127.1, 0x7f.0.0.1, 2130706433) passes as
+// a name.
+func (p Policy) checkName(u, host string) error {
+	if len(p.AllowCIDRs) > 0 {
+		return invalid("%q: with --workers-allow-cidr a worker must be named by an IP address, not a host name (its address could change after the check)", u)
+	}
+	labels := strings.Split(strings.TrimSuffix(host, "."), ".")
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || strings.Trim(l, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != "" {
+			return invalid("%q: the host is neither an IP address nor a DNS name", u)
+		}
+	}
+	last := labels[len(labels)-1]
+	if strings.Trim(last, "0123456789") == "" || strings.HasPrefix(strings.ToLower(last), "0x") {
+		return invalid("%q: the host is neither an IP address nor a DNS name", u)
+	}
+	return nil
+}

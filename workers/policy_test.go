@@ -1,0 +1,165 @@
+package workers
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Every class of URL the policy refuses, with the default policy and with
+// an allowlist; the set stays empty.
+func TestPolicyRefusesURLs(t *testing.T) {
+	long := "http://10.0.0.7:8000/" + strings.Repeat("a", 600)
+	for _, u := range []string{
+		"", "10.0.0.7:8000", "ftp://10.0.0.7:21", "file:///etc/passwd", "http://", "http://:8000",
+		"http://user:pw@10.0.0.7:8000", "http://user@10.0.0.7:8000",
+		"http://10.0.0.7:8000?x=1", "http://10.0.0.7:8000/?", "http://10.0.0.7:8000#frag",
+		"http://10.0.0.7:8000/a b", "http://10.0.0.7:8000/é", "http://10.0.0.7:8000/\"x\"",
+		"http://a=http://10.0.0.7:8000", "http://10.0.0.7:8000/x=y",
+		long, "http://" + strings.Repeat("a", 5019),
+		// link-local, cloud metadata, unspecified, broadcast, multicast
+		"http://169.254.169.254", "http://169.254.1.1:8000", "http://[fe80::1]:8000", "http://[fe80::1%25eth0]:8000",
+		"http://[::ffff:169.254.169.254]", "http://[fd00:ec2::254]", "http://100.100.100.200",
+		"http://0.0.0.0:8000", "http://[::]:8000", "http://255.255.255.255", "http://224.0.0.1:8000", "http://[ff02::1]:8000",
+		// numbers that some resolvers read as addresses (inet_aton)
+		"http://2852039166", "http://127.1:8000", "http://0x7f.0.0.1", "http://0177.0.0.1:8000",
+		"http://10.0.0.7:99999", "http://10.0.0.7:x",
+	} {
+		s := NewSet("r0", nil, 0)
+		added, err := s.Register(u)
+		if added || !errors.Is(err, ErrInvalidURL) || s.Add(u) || len(s.Members()) != 0 {
+			t.Errorf("%.60q: added %v, err %v, members %v; want ErrInvalidURL", u, added, err, s.Members())
+		}
+	}
+}
+
+func TestPolicyAcceptsUsableURLs(t *testing.T) {
+	for _, u := range []string{
+		"http://10.0.0.7:8000", "https://10.0.0.7", "http://127.0.0.1:30001", "http://[2001:db8::1]:8000",
+		"http://sglang-0.sglang.default.svc:8000", "HTTP://Worker-1:8000/", "http://10.0.0.7:8000/prefix",
+		"http://10.0.0.7:8000/" + strings.Repeat("a", 512-len("http://10.0.0.7:8000/")),
+	} {
+		s := NewSet("r0", nil, 0)
+		if added, err := s.Register(u); !added || err != nil {
+			t.Errorf("%.60q: added %v, err %v", u, added, err)
+		}
+	}
+}
+
+// An allowlist judges addresses, so it takes IP literals only: a name's
+// address can change after the check.
+func TestPolicyAllowlist(t *testing.T) {
+	p := DefaultPolicy()
+	p.AllowCIDRs = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8::/32")}
+	for u, ok := range map[string]bool{
+		"http://10.1.2.3:8000": true, "http://[2001:db8::7]:8000": true, "http://[::ffff:10.1.2.3]:8000": true,
+		"http://192.168.1.2:8000": false, "http://127.0.0.1:8000": false, "http://worker:8000": false,
+		"http://localhost:8000": false,
+	} {
+		if err := p.CheckURL(u); (err == nil) != ok {
+			t.Errorf("%s: %v, want ok=%v", u, err, ok)
+		}
+	}
+	// Link-local needs its own flag, allowlisted or not.
+	p.AllowCIDRs = append(p.AllowCIDRs, netip.MustParsePrefix("169.254.0.0/16"))
+	if p.CheckURL("http://169.254.1.1:8000") == nil {
+		t.Error("link-local accepted by the allowlist alone")
+	}
+	p.AllowLinkLocal = true
+	for _, u := range []string{"http://169.254.1.1:8000"} {
+		if err := p.CheckURL(u); err != nil {
+			t.Errorf("%s with AllowLinkLocal: %v", u, err)
+		}
+	}
+	q := DefaultPolicy()
+	q.AllowLinkLocal = true
+	for _, u := range []string{"http://169.254.169.254", "http://[fe80::1]:8000", "http://0.0.0.0:8000", "http://224.0.0.1:8000"} {
+		if err := q.CheckURL(u); err != nil {
+			t.Errorf("%s with AllowLinkLocal: %v", u, err)
+		}
+	}
+}
+
+func TestPolicyValidate(t *testing.T) {
+	if err := DefaultPolicy().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d := DefaultPolicy()
+	if d.MaxURLBytes != 512 || d.MaxWorkers != 256 {
+		t.Fatalf("defaults %+v", d)
+	}
+	for name, p := range map[string]Policy{
+		"max workers 0":         {MaxURLBytes: 512, MaxWorkers: 0},
+		"max workers too many":  {MaxURLBytes: 512, MaxWorkers: maxOps},
+		"url cap 0":             {MaxURLBytes: 0, MaxWorkers: 8},
+		"url cap past the wire": {MaxURLBytes: 4096, MaxWorkers: 8},
+		"bad prefix":            {MaxURLBytes: 512, MaxWorkers: 8, AllowCIDRs: []netip.Prefix{{}}},
+	} {
+		if p.Validate() == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// The cap: an add past it is refused; a remove makes room.
+func TestRegisterCapsWorkers(t *testing.T) {
+	s := NewSet("r0", nil, 0)
+	p := DefaultPolicy()
+	p.MaxWorkers = 2
+	s.SetPolicy(p)
+	for _, u := range []string{"http://10.0.0.1:1", "http://10.0.0.2:1"} {
+		if _, err := s.Register(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if added, err := s.Register("http://10.0.0.3:1"); added || !errors.Is(err, ErrTooManyWorkers) || len(s.Members()) != 2 {
+		t.Fatalf("third add: %v %v, members %v", added, err, s.Members())
+	}
+	if added, err := s.Register("http://10.0.0.2:1"); added || err != nil {
+		t.Fatalf("re-adding a member at the cap: %v %v", added, err)
+	}
+	s.Remove("http://10.0.0.1:1")
+	if added, err := s.Register("http://10.0.0.3:1"); !added || err != nil {
+		t.Fatalf("after a remove: %v %v", added, err)
+	}
+}
+
+// A peer's op that fails the policy is dropped alone and counted; the
+// valid ops beside it apply. So is an add past the cap.
+func TestMergeDropsInvalidOpsAlone(t *testing.T) {
+	c := &clock{t0}
+	s := newSet("r0", c)
+	p := DefaultPolicy()
+	p.MaxWorkers = 3
+	s.SetPolicy(p)
+	st := uint64(t0.UnixMilli()) << 16
+	ops := []Op{
+		{URL: "http://10.0.0.1:8000", Stamp: st, Origin: "r1"},
+		{URL: "http://10.0.0.1:8000/" + strings.Repeat("a", 5000), Stamp: st, Origin: "r1"},
+		{URL: "http://169.254.169.254", Stamp: st, Origin: "r1"},
+		{URL: "", Stamp: st, Origin: "r1"},
+		{URL: "http://10.0.0.2:8000", Stamp: st, Origin: strings.Repeat("o", 300)},
+		{URL: "http://10.0.0.3:8000", Stamp: st, Origin: "r1"},
+		{URL: "http://10.0.0.4:8000", Stamp: st, Origin: "r1"},
+		{URL: "http://10.0.0.5:8000", Stamp: st, Origin: "r1"},
+		{URL: "http://10.0.0.6:8000", Stamp: st, Origin: "r1", Removed: true},
+	}
+	if !s.Merge(ops) {
+		t.Fatal("Merge applied nothing")
+	}
+	if got, want := s.Members(), []string{"http://10.0.0.1:8000", "http://10.0.0.3:8000", "http://10.0.0.4:8000"}; !slices.Equal(got, want) {
+		t.Fatalf("members %v, want %v", got, want)
+	}
+	if d := s.Dropped(); d != (Dropped{Invalid: 4, OverCap: 1}) {
+		t.Fatalf("dropped %+v, want 4 invalid, 1 over the cap", d)
+	}
+	// A bad op's stamp does not move the clock.
+	s2 := newSet("r2", c)
+	s2.Merge([]Op{{URL: "http://169.254.169.254", Stamp: ^uint64(0), Origin: "r1"}})
+	s2.Add("http://10.0.0.9:1")
+	if op := s2.Ops()[0]; op.Stamp == 0 || op.Stamp < st {
+		t.Fatalf("a refused op's stamp moved the clock: %v", op)
+	}
+}
