@@ -1,7 +1,10 @@
 package chaos
 
 import (
+	"io"
 	"net/http"
+	neturl "net/url"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -56,5 +59,98 @@ func TestWorkersAcrossReplicas(t *testing.T) {
 		}
 		took := waitRouted(t, c, added, true, 10*time.Second)
 		report(t, "worker registered at r0 routed by all %d replicas after %v", cfg.Replicas, took)
+	})
+}
+
+// Workers churn under load: 1,000 registrations and removals of four
+// extra engines, through every replica's workers API in turn, while the
+// standard load runs. A removal at a replica the add has not reached yet
+// gets 404 (the set is eventually consistent). Nothing fails, every replica ends with the same
+// workers and routes the same endpoints, and each call costs one op of
+// gossip (workers.TestLocalSendsOnlyNewOps), so the churn's gossip grows
+// with the calls, not with the set.
+func TestWorkersChurnUnderLoad(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Engines = 8
+	synctest.Test(t, func(t *testing.T) {
+		c := New(cfg)
+		defer c.Close()
+		for i := range cfg.Engines {
+			if err := c.StartEngine(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range cfg.Replicas {
+			if err := c.StartReplica(i, c.EngineURLs()[:4]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		client := &http.Client{Transport: c.transport()}
+		defer client.CloseIdleConnections()
+		call := func(replica int, method, url string) int {
+			target := "http://" + ReplicaAdminAddr(replica) + "/workers"
+			var body io.Reader
+			if method == "POST" {
+				body = strings.NewReader(`{"url":"` + url + `"}`)
+			} else {
+				target += "/" + neturl.QueryEscape(url)
+			}
+			req, _ := http.NewRequest(method, target, body)
+			req.Header.Set("Authorization", "Bearer "+workersToken)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			return resp.StatusCode
+		}
+		wait := steady(c, 20*time.Second, 5)
+		const ops = 1000
+		want := map[string]bool{}
+		codes := map[int]int{}
+		for i := range ops {
+			url := EngineURL(4 + i%4)
+			method := "POST"
+			if want[url] {
+				method = "DELETE"
+			}
+			code := call(i%cfg.Replicas, method, url)
+			codes[code]++
+			switch {
+			case code == http.StatusAccepted:
+				want[url] = method == "POST"
+			case code == http.StatusNotFound && method == "DELETE":
+				// The add, made at another replica 15 ms before, has
+				// not reached this one yet: the set is eventually
+				// consistent, and the worker stays.
+			default:
+				t.Fatalf("%s %s at r%d: %d", method, url, i%cfg.Replicas, code)
+			}
+			time.Sleep(15 * time.Millisecond)
+		}
+		tally := Count(wait().Outcomes())
+		if tally.OK != tally.Requests || tally.Requests < 100 {
+			t.Fatalf("under workers churn: %v", tally)
+		}
+		var members []string
+		for url, in := range want {
+			if in {
+				members = append(members, url)
+			}
+		}
+		slices.Sort(members)
+		deadline := time.Now().Add(2 * c.cfg.Gossip.PushPull)
+		for _, r := range c.Live() {
+			for !slices.Equal(r.Router.Workers().Members(), members) {
+				if time.Now().After(deadline) {
+					t.Fatalf("replica %s ends with workers %v, want %v", r.Name, r.Router.Workers().Members(), members)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if codes[http.StatusAccepted] < ops*9/10 {
+			t.Fatalf("answers to %d calls: %v", ops, codes)
+		}
+		report(t, "%d workers API calls under load: %v; %s; every replica ends with %d workers", ops, codes, tally, len(members))
 	})
 }
