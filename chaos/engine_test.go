@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -220,4 +222,42 @@ func TestFailingEngine(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A poison prompt: every engine answers one prompt with 500. A client sends
+// it 100 times, retrying each twice as the OpenAI SDKs do, while the
+// standard load runs: the 5xx each poison call gets from several engines is
+// the request's fault and counts against none, so nothing is ejected and
+// the other clients keep every answer.
+func TestPoisonPrompt(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Engine.Faults.Poison = "POISON-PROMPT"
+	scenario(t, cfg, func(t *testing.T, c *Cluster) {
+		waitAgreement(t, c, time.Second)
+		wait := steady(c, 20*time.Second, 5)
+		poison := c.NewClient()
+		body := []byte(`{"model":"meta-llama/Llama-3.1-8B-Instruct","max_tokens":8,"messages":[{"role":"user","content":"POISON-PROMPT please"}]}`)
+		bad := 0
+		for i := range 100 {
+			for try := 0; try < 3; try++ { // the SDKs' default: 2 retries
+				o := poison.Do(context.Background(), fmt.Sprintf("poison-%d-%d", i, try), body, false)
+				if o.Status < 500 {
+					t.Fatalf("the poison prompt got %d", o.Status)
+				}
+				bad++
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		poison.Close()
+		tally := Count(wait().Outcomes())
+		if tally.OK != tally.Requests || tally.Requests < 100 {
+			t.Fatalf("others under the poison prompt: %v", tally)
+		}
+		for _, u := range c.EngineURLs() {
+			if !c.Routed(u, true) {
+				t.Fatalf("%s was ejected by a prompt every engine fails", u)
+			}
+		}
+		report(t, "%d poison calls (100 x 3 tries): %s; no engine ejected", bad, tally)
+	})
 }

@@ -66,6 +66,10 @@ type Faults struct {
 	// CloseAfterTokens tokens (non-streaming requests: before the body).
 	CloseRate        float64 `json:"close_rate"`
 	CloseAfterTokens int     `json:"close_after_tokens"`
+	// Poison, when set, answers every request whose body contains it with
+	// a 500 error: a prompt the engine cannot serve, whichever engine it
+	// reaches.
+	Poison string `json:"poison,omitempty"`
 }
 
 // Validate reports knobs out of range.

@@ -1,6 +1,7 @@
 package vllm
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,7 +43,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		return
 	}
 	switch {
-	case f.err:
+	case f.err, f.Poison != "" && bytes.Contains(body, []byte(f.Poison)):
 		writeError(w, internalError("injected fault: simulated engine error"))
 		return
 	case f.hang:
