@@ -1,5 +1,7 @@
 package ring
 
+import "math"
+
 // K: the prompt tokens an endpoint's engine holds in its KV cache for the
 // requests in flight there, counted from the pick until the request ends
 // (P, the load, counts a prompt only until its first token). A recurring
@@ -46,7 +48,7 @@ func (k *kvState) fits(r *Ring, i, n int, pw *weights, group uint64) bool {
 	}
 	w = max(w, 1)
 	if i < len(k.cap) && k.cap[i] > 0 {
-		return held+w <= k.cap[i]
+		return held+w <= k.bound.OfCapacity(k.cap[i])
 	}
 	return !k.average || held+w <= k.bound.Limit(k.loads.Total(), w, n)
 }
@@ -118,4 +120,16 @@ func (c *counter) releaseKV(own int64, group uint64, shared int64) {
 	}
 	c.kv.Add(-own)
 	c.kvTotal.Add(-own)
+}
+
+// OfCapacity is K's bound on an endpoint of known KV capacity: c times it,
+// the same c as P's bound. K over-counts what an engine holds (a request
+// counts its whole prompt from its pick, while queued it holds none, and
+// prefixes shared beyond its group's count once per request), so a bound
+// at the capacity itself spilled 19–23 % of the demo's turns off the
+// engines that held their history; c·capacity halves that and wins on
+// TTFT, 1.5× and more lets engines queue for KV (docs/study.md, "K's
+// bound", chosen on seeds 1–2 of the demo's shape, reported on 3–5).
+func (b Bound) OfCapacity(capacity int64) int64 {
+	return int64(math.Ceil(max(b.LoadFactor, 1) * float64(capacity)))
 }

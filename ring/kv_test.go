@@ -99,7 +99,8 @@ func TestKVCapacityBoundsTheHome(t *testing.T) {
 	}{
 		{0, false},      // unknown: c·average, ceil(1.25·4000/4) = 1250 < 3000+1000
 		{100_000, true}, // the engine holds it
-		{3500, false},   // it does not
+		{3500, true},    // c·capacity does: ceil(1.25·3500) = 4375 >= 4000
+		{3100, false},   // 3875 does not
 	} {
 		b, err := NewBalancer(kvAverage())
 		if err != nil {
