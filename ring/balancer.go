@@ -33,10 +33,13 @@ type Config struct {
 	// bound, c·average, with an idle endpoint taking any prompt (see the
 	// package's K).
 	KVMinBound int64
-	// KVAverage bounds K by c·average on endpoints of unknown KV capacity;
-	// without it only a known capacity bounds K. Default false until the
-	// gossip carries K (gossip/DESIGN.md): replicas that bound K by their
-	// own counts alone disagree on placements.
+	// KVAverage bounds K by c·average on endpoints of unknown KV capacity
+	// (the textbook CHWBL bound, in KV tokens); without it only a known
+	// capacity bounds K. Default false: on the study's workloads with the
+	// engines' capacity hidden it spilled 7–46 % of requests that the
+	// engines had room for and doubled agentic's mean TTFT (20 → 40 ms at
+	// ×1, seed 3; docs/study.md, "K's bound"), while vLLM, SGLang and
+	// llama.cpp engines report their capacity (upstream's KV scrape).
 	KVAverage bool
 	// GroupSpread, when above 0, keeps a shared prefix's requests on as few
 	// endpoints as hold its traffic to 1/GroupSpread of each one's fair
@@ -57,13 +60,13 @@ func DefaultConfig() Config {
 	return Config{LoadFactor: 1.25, MinBound: 16384, Placement: DefaultPlacement(), Signal: SignalTokens, GroupSpread: 8}
 }
 
-// Validate reports a configuration the balancer cannot use.
 // MaxLoadFactor is the largest c the bound takes. Any c at or above the
 // number of endpoints already never binds, so nothing is lost; above it
 // (inf, 1e18) c·total overflowed the bound's int64 and wrapped it down to
 // its floor, the opposite of what was asked.
 const MaxLoadFactor = 1000
 
+// Validate reports a configuration the balancer cannot use.
 func (c Config) Validate() error {
 	if !(c.LoadFactor >= 1 && c.LoadFactor <= MaxLoadFactor) {
 		return fmt.Errorf("ring: load factor %v must be between 1 and %v", c.LoadFactor, MaxLoadFactor)
