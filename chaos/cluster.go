@@ -3,10 +3,13 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -141,6 +144,50 @@ func (c *Cluster) Start() error {
 		}
 	}
 	return fmt.Errorf("chaos: replicas did not form one cluster")
+}
+
+// StartRouting starts every engine, then every replica with only the
+// first routed engines as its static list (the rest wait for the workers
+// API), without waiting for the replicas to form one cluster.
+func (c *Cluster) StartRouting(routed int) error {
+	for i := range c.cfg.Engines {
+		if err := c.StartEngine(i); err != nil {
+			return err
+		}
+	}
+	for i := range c.cfg.Replicas {
+		if err := c.StartReplica(i, c.EngineURLs()[:routed]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Workers calls replica i's workers API with token (empty: none):
+// POST /workers registering url, or DELETE /workers/{url}, and returns the
+// status.
+func (c *Cluster) Workers(i int, method, url, token string) (int, error) {
+	target, body := "http://"+ReplicaAdminAddr(i)+"/workers", io.Reader(nil)
+	if method == http.MethodPost {
+		body = strings.NewReader(`{"url":"` + url + `","worker_type":"regular"}`)
+	} else {
+		target += "/" + neturl.QueryEscape(url)
+	}
+	req, err := http.NewRequest(method, target, body)
+	if err != nil {
+		return 0, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	tr := c.transport()
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
 }
 
 // StartEngine starts (or restarts, at the same address) engine i.

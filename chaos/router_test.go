@@ -1,11 +1,8 @@
 package chaos
 
 import (
-	"io"
 	"net/http"
-	neturl "net/url"
 	"slices"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -21,35 +18,19 @@ func TestWorkersAcrossReplicas(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := New(cfg)
 		defer c.Close()
-		for i := range cfg.Engines {
-			if err := c.StartEngine(i); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for i := range cfg.Replicas {
-			if err := c.StartReplica(i, c.EngineURLs()[:4]); err != nil {
-				t.Fatal(err)
-			}
+		if err := c.StartRouting(4); err != nil {
+			t.Fatal(err)
 		}
 		added := EngineURL(4)
 		if c.Routed(added, true) {
 			t.Fatal("the fifth engine is routed before anyone registered it")
 		}
-		client := &http.Client{Transport: c.transport()}
-		defer client.CloseIdleConnections()
 		post := func(token string) int {
-			req, _ := http.NewRequest("POST", "http://"+ReplicaAdminAddr(0)+"/workers",
-				strings.NewReader(`{"url":"`+added+`","worker_type":"regular"}`))
-			req.Header.Set("Content-Type", "application/json")
-			if token != "" {
-				req.Header.Set("Authorization", "Bearer "+token)
-			}
-			resp, err := client.Do(req)
+			code, err := c.Workers(0, http.MethodPost, added, token)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_ = resp.Body.Close()
-			return resp.StatusCode
+			return code
 		}
 		if code := post(""); code != http.StatusUnauthorized {
 			t.Fatalf("a call without the token: %d, want 401", code)
@@ -75,34 +56,15 @@ func TestWorkersChurnUnderLoad(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := New(cfg)
 		defer c.Close()
-		for i := range cfg.Engines {
-			if err := c.StartEngine(i); err != nil {
-				t.Fatal(err)
-			}
+		if err := c.StartRouting(4); err != nil {
+			t.Fatal(err)
 		}
-		for i := range cfg.Replicas {
-			if err := c.StartReplica(i, c.EngineURLs()[:4]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		client := &http.Client{Transport: c.transport()}
-		defer client.CloseIdleConnections()
 		call := func(replica int, method, url string) int {
-			target := "http://" + ReplicaAdminAddr(replica) + "/workers"
-			var body io.Reader
-			if method == "POST" {
-				body = strings.NewReader(`{"url":"` + url + `"}`)
-			} else {
-				target += "/" + neturl.QueryEscape(url)
-			}
-			req, _ := http.NewRequest(method, target, body)
-			req.Header.Set("Authorization", "Bearer "+workersToken)
-			resp, err := client.Do(req)
+			code, err := c.Workers(replica, method, url, workersToken)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_ = resp.Body.Close()
-			return resp.StatusCode
+			return code
 		}
 		wait := steady(c, 20*time.Second, 5)
 		const ops = 1000

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"net/http"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -38,18 +37,12 @@ func TestKeylessStranger(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		client := &http.Client{Transport: c.transport()}
-		defer client.CloseIdleConnections()
-		req, _ := http.NewRequest("POST", "http://"+ReplicaAdminAddr(3)+"/workers",
-			strings.NewReader(`{"url":"`+EngineURL(4)+`","worker_type":"regular"}`))
-		req.Header.Set("Authorization", "Bearer the-strangers-own")
-		resp, err := client.Do(req)
+		code, err := c.Workers(3, http.MethodPost, EngineURL(4), "the-strangers-own")
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("the stranger's own API refused its worker: %d", resp.StatusCode)
+		if code != http.StatusAccepted {
+			t.Fatalf("the stranger's own API refused its worker: %d", code)
 		}
 		// Give gossip far longer than it needs to spread a worker (10 ms
 		// in TestWorkersAcrossReplicas) and two push/pull rounds.
