@@ -36,6 +36,15 @@ type Grid struct {
 	Views           []core.ViewMode
 	GossipIntervals []time.Duration
 	Keys            []string // names of KeyDesigns
+	// KVBlocks are the fleets: KV cache blocks (16 tokens) per engine, 0
+	// for the H100 profile's capacity (about 396k tokens an engine).
+	KVBlocks []int
+	// Concurrency plays a workload's sessions closed loop, that many at a
+	// time (0: the workload's own: open loop at its rate, or the demo's 48).
+	Concurrency []int
+	// GossipLoss is the probability that one gossip publication is lost on
+	// its way to one other replica (replicas.Config.Loss).
+	GossipLoss []float64
 }
 
 // The grids of the default study.
@@ -47,17 +56,23 @@ const (
 	GridSignal    = "signal"    // the load signal, and prefixring before the study
 	GridStaleness = "staleness" // gossip view and interval
 	GridKeys      = "keys"      // the key designs
+	GridDemo      = "demo"      // `make demo`'s shape: 4 engines, closed loop
+	GridClosed    = "closed"    // closed-loop conversations and agent loops (--concurrency)
 	GridCustom    = "custom"    // a grid from command-line axes
 )
 
 // Config is a study: grids, and what every grid shares.
 type Config struct {
 	Grids []Grid
+	// Seeds: every point runs once per seed (workloads and policies'
+	// randomness, gossip loss, the text kinds' token ratios); Seed alone
+	// when Seeds is empty.
+	Seeds []uint64
 	Seed  uint64
 	// Requests caps each workload's requests (0: the workload's own; a
 	// trace is cut to its first Requests lines).
 	Requests int
-	// KVBlocks per engine (0: the profile's capacity).
+	// KVBlocks, when above 0, replaces every grid's KVBlocks axis.
 	KVBlocks int
 	// KVCapacityUnknown hides the engines' KV capacity from the routers,
 	// so K is bounded by c·average (ring.Endpoint.KVCapacity); by default
@@ -69,6 +84,25 @@ type Config struct {
 	Progress func(done, total int)
 }
 
+// The fleets and the gossip network of the study.
+const (
+	// SmallKVBlocks is the small-KV fleet's cache per engine (24k tokens),
+	// where K binds below overload; the other fleet is the H100 profile's.
+	SmallKVBlocks = 1500
+	// GossipLatency is a publication's delay to the other replicas.
+	GossipLatency = 5 * time.Millisecond
+	// DefaultGossipLoss is the share of publications lost on the way to
+	// each other replica; the staleness grid adds LossyGossip.
+	DefaultGossipLoss = 0.01
+	LossyGossip       = 0.2
+)
+
+// DefaultSeeds are the seeds the default study reports. prefixring's
+// defaults (c, the floors, the signal, the view, the key) were chosen on
+// seeds 1 to 5 (the earlier studies ran seed 1, issue 20's demo
+// measurements seeds 1 to 5); the report runs on others.
+var DefaultSeeds = []uint64{11, 12, 13}
+
 // DefaultTraces is where the default study looks for the Mooncake traces
 // (relative to the working directory: the repository root sits beside
 // shared/ in the development layout).
@@ -79,7 +113,8 @@ func defaults() Grid {
 	rc, gc := ring.DefaultConfig(), gossip.DefaultConfig()
 	return Grid{Endpoints: []int{8}, Routers: []int{3}, RateScales: []float64{1},
 		LoadFactors: []float64{rc.LoadFactor}, MinBounds: []int64{rc.MinBound}, Signals: []ring.Signal{rc.Signal},
-		Views: []core.ViewMode{gc.View}, GossipIntervals: []time.Duration{gc.Interval}, Keys: []string{DefaultKey}}
+		Views: []core.ViewMode{gc.View}, GossipIntervals: []time.Duration{gc.Interval}, Keys: []string{DefaultKey},
+		KVBlocks: []int{0}, Concurrency: []int{0}, GossipLoss: []float64{DefaultGossipLoss}}
 }
 
 // CustomGrid is one grid at prefixring's defaults over the built-in
@@ -204,6 +239,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w (grid %s)", err, g.Name)
 		}
 	}
+	if c.KVBlocks > 0 && c.KVBlocks < 64 {
+		return errors.New("eval: KV blocks must be 0 (the profile's) or at least 64")
+	}
 	if c.Requests < 0 || c.KVBlocks < 0 {
 		return errors.New("eval: requests and KV blocks must be >= 0")
 	}
@@ -214,12 +252,28 @@ func (c Config) Validate() error {
 func (g Grid) Validate() error {
 	if len(g.Workloads) == 0 || len(g.Policies) == 0 || len(g.Endpoints) == 0 || len(g.Routers) == 0 ||
 		len(g.RateScales) == 0 || len(g.LoadFactors) == 0 || len(g.MinBounds) == 0 || len(g.Signals) == 0 ||
-		len(g.Views) == 0 || len(g.GossipIntervals) == 0 || len(g.Keys) == 0 {
+		len(g.Views) == 0 || len(g.GossipIntervals) == 0 || len(g.Keys) == 0 || len(g.KVBlocks) == 0 ||
+		len(g.Concurrency) == 0 || len(g.GossipLoss) == 0 {
 		return errors.New("eval: every axis needs at least one value")
 	}
 	for _, p := range g.Policies {
-		if !slices.Contains(policy.Names, p) {
-			return fmt.Errorf("eval: unknown policy %q (known: %s)", p, strings.Join(policy.Names, ", "))
+		if !slices.Contains(Policies, p) {
+			return fmt.Errorf("eval: unknown policy %q (known: %s)", p, strings.Join(Policies, ", "))
+		}
+	}
+	for _, k := range g.KVBlocks {
+		if k < 0 || (k > 0 && k < 64) {
+			return fmt.Errorf("eval: %d KV blocks (0: the profile's, or at least 64)", k)
+		}
+	}
+	for _, c := range g.Concurrency {
+		if c < 0 {
+			return fmt.Errorf("eval: concurrency %d", c)
+		}
+	}
+	for _, l := range g.GossipLoss {
+		if !(l >= 0 && l <= 1) {
+			return fmt.Errorf("eval: gossip loss %v must be in [0, 1]", l)
 		}
 	}
 	for _, w := range g.Workloads {
@@ -300,10 +354,22 @@ func ParseSignal(s string) (ring.Signal, error) {
 	return sig, nil
 }
 
+// LeastTokens is the study's token-based least-load baseline: least-load
+// over the prompt tokens each endpoint has not yet answered (ring's
+// SignalTokens, P: a streamed request's until its first token, one not
+// streamed until its answer), where least-load counts requests in flight.
+const LeastTokens = "least-tokens"
+
+// Policies are the policies the study knows: policy.Names and LeastTokens.
+var Policies = append(slices.Clone(policy.Names), LeastTokens)
+
 // reads says which axes a policy's decisions depend on, beyond the
 // workload, the fleet, the routers and the load: a policy runs once for the
 // values of the others.
 type reads struct{ bound, gossip, key bool }
+
+// bounded reports a policy whose bound can fire (chwbl, chwbl-local).
+func bounded(policy string) bool { return readsOf(policy).bound }
 
 func readsOf(policy string) reads {
 	switch policy {
