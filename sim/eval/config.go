@@ -3,13 +3,14 @@ package eval
 import (
 	"errors"
 	"fmt"
-	"github.com/prefixring/prefixring/gossip/core"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/prefixring/prefixring/gossip/core"
 
 	"github.com/prefixring/prefixring/gossip"
 	"github.com/prefixring/prefixring/policy"
@@ -121,112 +122,103 @@ func defaults() Grid {
 // workloads and every policy, for the command line to change axis by axis.
 func CustomGrid() Grid {
 	g := defaults()
-	g.Name, g.Workloads, g.Policies = GridCustom, slices.Clone(WorkloadNames), slices.Clone(policy.Names)
+	g.Name, g.Workloads, g.Policies = GridCustom, slices.Clone(WorkloadNames), slices.Clone(Policies)
 	g.RateScales = []float64{0.25, 1, 2, 4}
 	return g
 }
 
-// DefaultConfig is the default study over the built-in workloads and the
-// Mooncake conversation trace (when traces holds it): every policy at 3
-// router replicas and four loads; the per-replica policies at 1 and 8
-// replicas; prefixring's bound, load signal, gossip view and interval and
-// key design each swept around its default. full adds 1 and 8 replicas for
-// every policy and wider sweeps.
+// DefaultPolicies are the policies of the default study's grids: every
+// policy but random (round-robin's twin), session and dualmap (chash's
+// twins on these workloads); --full runs every one.
+var DefaultPolicies = []string{"round-robin", "least-load", LeastTokens, "p2c", "prefix-key", "chash", "radix", "score", "chwbl-local", "chwbl"}
+
+// DefaultRequests caps each point's requests in the default study (the
+// sessions keep their rate, so the load is the rate's, over a shorter run).
+const DefaultRequests = 1500
+
+// DefaultConfig is the default study, every grid on both fleets (the H100
+// profile's KV and SmallKVBlocks) and DefaultSeeds, DefaultRequests a
+// point: DefaultPolicies on the built-in workloads at ×0.25, ×1 and ×2
+// and on the Mooncake conversation trace (when traces holds it) at ×1 and
+// ×2, at 3 router replicas; the demo's shape (4 engines, 48 conversations
+// at a time); multi-turn and agentic closed loop (64 sessions at a time);
+// prefixring's c and floor at ×2; the gossip interval and a lossy network
+// at ×2. full adds every policy, ×4, 1 and 8 replicas, the load signals,
+// the key designs and wider sweeps, with every workload's own requests.
 func DefaultConfig(traces string, full bool) Config {
 	wls := slices.Clone(WorkloadNames)
 	trace := filepath.Join(traces, "conversation_trace.jsonl")
+	hasTrace := false
 	if _, err := os.Stat(trace); err == nil {
-		wls = append(wls, "trace:"+trace)
+		wls, hasTrace = append(wls, "trace:"+trace), true
 	}
-	rates := []float64{0.25, 1, 2, 4}
+	pols := slices.Clone(DefaultPolicies)
+	rates := []float64{0.25, 1, 2}
+	if full {
+		pols, rates = slices.Clone(Policies), append(rates, 4)
+	}
 	mk := func(name string, f func(*Grid)) Grid {
 		g := defaults()
-		g.Name, g.Workloads, g.Policies = name, wls, []string{"chwbl"}
+		g.Name, g.Workloads, g.Policies = name, slices.DeleteFunc(slices.Clone(wls), isTrace), []string{"chwbl"}
+		g.KVBlocks = []int{0, SmallKVBlocks}
 		f(&g)
 		return g
 	}
-	// A trace's ×1 is the load it was recorded at: at ×4 every policy's
-	// queues grow for the whole hour (mean TTFT near 2 minutes), and one
-	// trace run costs as much as four of a built-in workload whatever its
-	// rate. To stay within 10 minutes on 2 cores, the default study runs
-	// the trace at ×1 and ×2, and at ×4 only what goal 6 compares; --full
-	// runs every rate.
-	traceAt1and2 := func(g Grid) []Grid {
-		if full {
-			return []Grid{g}
-		}
-		traces := slices.DeleteFunc(slices.Clone(g.Workloads), func(w string) bool { return !isTrace(w) })
-		t := g
-		g.Workloads, t.Workloads = slices.DeleteFunc(slices.Clone(g.Workloads), isTrace), traces
-		t.RateScales = slices.DeleteFunc(slices.Clone(t.RateScales), func(r float64) bool { return r < 1 || r >= 4 })
-		if len(traces) == 0 {
-			return []Grid{g}
-		}
-		return []Grid{g, t}
-	}
 	var grids []Grid
-	grids = append(grids, traceAt1and2(mk(GridPolicies, func(g *Grid) {
-		g.Policies, g.RateScales = slices.Clone(policy.Names), rates
+	grids = append(grids, mk(GridPolicies, func(g *Grid) {
+		g.Policies, g.RateScales = pols, rates
 		if full {
 			g.Routers = []int{1, 3, 8}
 		}
-	}))...)
-	if !full && slices.ContainsFunc(wls, isTrace) {
-		grids = append(grids, mk(GridOverload, func(g *Grid) {
-			g.Workloads = slices.DeleteFunc(slices.Clone(wls), func(w string) bool { return !isTrace(w) })
-			g.Policies, g.RateScales = []string{"chwbl", "least-load", "round-robin"}, []float64{4}
+	}))
+	if hasTrace {
+		// A trace's ×1 is the load it was recorded at; from ×2 on its
+		// queues grow.
+		grids = append(grids, mk(GridPolicies, func(g *Grid) {
+			g.Workloads, g.Policies, g.RateScales = []string{"trace:" + trace}, pols, []float64{1, 2}
 		}))
 	}
 	grids = append(grids,
-		mk(GridReplicas, func(g *Grid) {
-			g.Policies, g.Routers = []string{"chwbl", "chwbl-local", "radix", "score"}, []int{1, 8}
+		mk(GridDemo, func(g *Grid) {
+			g.Workloads, g.Policies, g.Endpoints, g.KVBlocks = []string{"demo"}, pols, []int{4}, []int{DemoKVBlocks, 0}
+		}),
+		mk(GridClosed, func(g *Grid) {
+			g.Workloads, g.Policies, g.Concurrency = []string{"multi-turn", "agentic"}, pols, []int{64}
+			if full {
+				g.Concurrency = []int{16, 64, 256}
+			}
 		}),
 		// The bound, near capacity (where it decides).
 		mk(GridBound, func(g *Grid) {
-			g.RateScales, g.LoadFactors = []float64{2}, []float64{1.1, 1.25, 1.5, 2}
-			if full {
-				g.RateScales, g.LoadFactors = []float64{1, 2, 4}, append(g.LoadFactors, 3)
-			}
+			g.Policies, g.RateScales, g.LoadFactors = []string{"chwbl", "chwbl-local"}, []float64{2}, []float64{1.1, 1.25, 2}
 		}),
 		mk(GridBound, func(g *Grid) {
-			g.RateScales, g.MinBounds = []float64{2}, []int64{0, 4096, 65536}
-			if full {
-				g.RateScales = []float64{1, 2, 4}
-			}
-		}))
-	// The load signal counting requests, with its floor; and what the
-	// engines report, scraped.
-	grids = append(grids, traceAt1and2(mk(GridSignal, func(g *Grid) {
-		g.RateScales, g.Signals, g.MinBounds = rates, []ring.Signal{ring.SignalRequests, SignalEngine}, []int64{ring.DefaultMinRequests}
-	}))...)
-	// prefixring as it was before this study: requests, the shared view,
-	// the first 4096 characters.
-	grids = append(grids, traceAt1and2(mk(GridSignal, func(g *Grid) {
-		g.RateScales, g.Signals, g.MinBounds = rates, []ring.Signal{ring.SignalRequests}, []int64{ring.DefaultMinRequests}
-		g.Views, g.Keys = []core.ViewMode{core.ViewShared}, []string{"first-4096"}
-	}))...)
-	grids = append(grids,
-		// Staleness: short requests whose bound binds near capacity
-		// (shared-prefix) and long ones (the trace).
-		mk(GridStaleness, func(g *Grid) {
-			g.RateScales, g.Views = []float64{2}, []core.ViewMode{core.ViewOverlay, core.ViewShared}
-			g.GossipIntervals = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
-			if !full {
-				g.Workloads = slices.DeleteFunc(slices.Clone(g.Workloads), func(w string) bool {
-					return w != "shared-prefix" && !isTrace(w)
-				})
-			} else {
-				g.RateScales, g.Views = []float64{1, 2}, append(g.Views, core.ViewExact)
-				g.GossipIntervals = append([]time.Duration{10 * time.Millisecond}, g.GossipIntervals...)
-			}
+			g.RateScales, g.MinBounds = []float64{2}, []int64{0, 65536}
 		}),
-		mk(GridKeys, func(g *Grid) {
-			g.Keys = slices.Clone(KeyDesigns)
+		// Staleness: the interval, and a lossy network.
+		mk(GridStaleness, func(g *Grid) {
+			g.Workloads = []string{"shared-prefix", "multi-turn"}
+			g.RateScales, g.GossipLoss = []float64{2}, []float64{DefaultGossipLoss, LossyGossip}
+			g.GossipIntervals = []time.Duration{100 * time.Millisecond, time.Second}
 			if full {
-				g.RateScales = []float64{1, 2}
+				g.Workloads, g.Views = slices.DeleteFunc(slices.Clone(wls), isTrace), []core.ViewMode{core.ViewOverlay, core.ViewShared}
 			}
 		}))
-	return Config{Grids: grids, Seed: 1}
+	if full {
+		grids = append(grids,
+			mk(GridReplicas, func(g *Grid) {
+				g.Policies, g.Routers = []string{"chwbl", "chwbl-local", "radix", "score"}, []int{1, 8}
+			}),
+			mk(GridSignal, func(g *Grid) {
+				g.RateScales, g.Signals, g.MinBounds = rates, []ring.Signal{ring.SignalRequests, SignalEngine}, []int64{ring.DefaultMinRequests}
+			}),
+			mk(GridKeys, func(g *Grid) { g.Keys, g.RateScales = slices.Clone(KeyDesigns), []float64{1, 2} }))
+	}
+	cfg := Config{Grids: grids, Seeds: slices.Clone(DefaultSeeds), Requests: DefaultRequests}
+	if full {
+		cfg.Requests = 0
+	}
+	return cfg
 }
 
 // Validate reports a study that cannot run.

@@ -24,10 +24,10 @@ type Result struct {
 	// KVBlocks per engine (0: the H100 profile's), Concurrency (0: the
 	// workload's own), GossipLoss and Seed: the run's fleet, loop, gossip
 	// network and seed.
-	KVBlocks    int     `json:"kv_blocks"`
-	Concurrency int     `json:"concurrency"`
-	GossipLoss  float64 `json:"gossip_loss"`
-	Seed        uint64  `json:"seed"`
+	KVBlocks         int     `json:"kv_blocks"`
+	Concurrency      int     `json:"concurrency"`
+	GossipLoss       float64 `json:"gossip_loss"`
+	Seed             uint64  `json:"seed"`
 	Requests         int     `json:"requests"`
 	Errors           int     `json:"errors"`
 	HitRate          float64 `json:"hit_rate"`

@@ -3,11 +3,12 @@ package eval
 import (
 	"cmp"
 	"errors"
-	"github.com/prefixring/prefixring/gossip/core"
 	"runtime"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/prefixring/prefixring/gossip/core"
 
 	"github.com/prefixring/prefixring/policy"
 	"github.com/prefixring/prefixring/ring"
