@@ -190,9 +190,15 @@ func goalGossip(b *strings.Builder, pol set) {
 		fmt.Fprintf(b, "| %s | %s | %s | %s (%s) | %s (%s) | %s | %s |\n", short(p.workload), loadName(c[0].Result), fleetName(p.kv),
 			c[0].rng(p99, 0), c[0].rng(fired, 3), l[0].rng(p99, 0), l[0].rng(fired, 3), rangeOf(rs, 2), st)
 		if st != vacuous && st != met {
-			why = append(why, fmt.Sprintf("%s %s, %s fleet: p99 %s× chwbl-local's; prefixring's false spills %s (chwbl-local's %s), agreement %s: the bound fired on %s of prefixring's picks and %s of chwbl-local's, so the view each replica bounds with changes few decisions.",
-				short(p.workload), loadName(c[0].Result), fleetName(p.kv), rangeOf(rs, 2),
-				c[0].rng(falseSpill, 3), l[0].rng(falseSpill, 3), c[0].rng(agreement, 3), c[0].rng(fired, 3), l[0].rng(fired, 3)))
+			cause := "both bounds fire on most picks: the fleet is past what any keyed placement serves, and the view changes which engine is overfull, not whether one is"
+			if lf := l[0].vals(fired); maxOf(lf) < 0.01 {
+				cause = "chwbl-local's bound hardly fired: each replica holds a third of the load against the same floor and capacity, so it kept homes prefixring's gossiped view spilled off; at this point spilling cost more than it saved"
+			} else if maxOf(c[0].vals(fired)) < 2*maxOf(lf) {
+				cause = "the two bounds fired about as often, so the gossiped view changed few decisions"
+			}
+			why = append(why, fmt.Sprintf("%s %s, %s fleet: p99 %s× chwbl-local's; prefixring fired on %s of its picks, chwbl-local on %s; false spills %s against %s, agreement %s: %s.",
+				short(p.workload), loadName(c[0].Result), fleetName(p.kv), rangeOf(rs, 2), c[0].rng(fired, 3), l[0].rng(fired, 3),
+				c[0].rng(falseSpill, 3), l[0].rng(falseSpill, 3), c[0].rng(agreement, 3), cause))
 		}
 	}
 	fmt.Fprintf(b, "\nMet at %d points, missed at %d, vacuous at %d.\n\n", counts[met], counts[missed], counts[vacuous])
