@@ -15,14 +15,13 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/prefixring/prefixring/loadgen"
-	"github.com/prefixring/prefixring/policy"
 	"github.com/prefixring/prefixring/sim/eval"
 )
 
 // gridFlags are the axes of a custom grid; giving any of them replaces the
 // default study with one grid.
 var gridFlags = []string{"workload", "policies", "endpoints", "routers", "rate-scale", "load-factor", "min-bound",
-	"signal", "gossip-view", "gossip-interval", "key"}
+	"signal", "gossip-view", "gossip-interval", "key", "concurrency", "gossip-loss"}
 
 func evalCommand() *cli.Command {
 	d := eval.CustomGrid()
@@ -30,16 +29,16 @@ func evalCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "eval",
 		Usage: "compare routing policies in the fleet simulator (virtual time) and write a report",
-		Description: "Without axis flags, runs the default study (docs/study.md, about 10 minutes on 2 cores): every policy on\n" +
-			"every built-in workload at four loads and on the Mooncake conversation trace (when --traces holds it) at its own\n" +
-			"rate and twice it, at 3 router replicas; the per-replica policies\n" +
-			"at 1 and 8 replicas, and prefixring's bound, load signal, gossip view and interval and key design swept\n" +
-			"around its defaults (--full: every policy at 1, 3 and 8 replicas, wider sweeps). With any axis flag, runs\n" +
-			"one grid: every combination of the comma lists given (the others at prefixring's defaults). Writes\n" +
-			"DIR/results.json, DIR/report.md (the study's questions answered, its goals checked) and DIR/index.html (charts).",
+		Description: "Without axis flags, runs the default study (docs/study.md, about 10 minutes on 2 cores) over seeds " + joinAny(eval.DefaultSeeds) + " and\n" +
+			"two fleets (the H100 profile's KV and " + fmt.Sprint(eval.SmallKVBlocks) + " blocks an engine), " + fmt.Sprint(eval.DefaultRequests) + " requests a point: the main policies on every\n" +
+			"built-in workload at x0.25, x1 and x2 and on the Mooncake conversation trace (when --traces holds it) at x1 and x2,\n" +
+			"the demo's shape, closed loops, prefixring's bound and its gossip's interval and loss (--full: every policy, x4,\n" +
+			"1 and 8 replicas, the signals and key designs, the workloads' own sizes). With any axis flag, runs one grid:\n" +
+			"every combination of the comma lists given (the others at prefixring's defaults). Writes DIR/results.json,\n" +
+			"DIR/report.md (the goals checked, in ranges over the seeds) and DIR/index.html (charts).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "workload", EnvVars: env("eval-workload"), Value: join(d.Workloads), Usage: "comma list of shared-prefix (SGLang's benchmark shape, Zipf-skewed groups), multi-turn, multi-turn-completions, agentic (closed loop: each turn after the previous answer, keyed by the production keyer on its JSON body) and trace:PATH (Mooncake format)"},
-			&cli.StringFlag{Name: "policies", EnvVars: env("eval-policies"), Value: join(d.Policies), Usage: "comma list of " + join(policy.Names)},
+			&cli.StringFlag{Name: "policies", EnvVars: env("eval-policies"), Value: join(d.Policies), Usage: "comma list of " + join(eval.Policies) + " (least-tokens: least-load over prompt tokens not yet answered)"},
 			&cli.StringFlag{Name: "endpoints", EnvVars: env("eval-endpoints"), Value: joinAny(d.Endpoints), Usage: "comma list of engine counts"},
 			&cli.StringFlag{Name: "routers", EnvVars: env("eval-routers"), Value: joinAny(d.Routers), Usage: "comma list of router replica counts (each policy runs that many independent instances; chwbl's gossip)"},
 			&cli.StringFlag{Name: "rate-scale", EnvVars: env("eval-rate-scale"), Value: joinAny(d.RateScales), Usage: "comma list of arrival-rate multipliers (built-in workloads: 2 is about what least-load serves, 4 twice that; traces: their own rate times this)"},
@@ -49,10 +48,13 @@ func evalCommand() *cli.Command {
 			&cli.StringFlag{Name: "gossip-view", EnvVars: env("eval-gossip-view"), Value: joinAny(d.Views), Usage: "comma list of gossip views: " + joinAny(core.ViewModes)},
 			&cli.StringFlag{Name: "gossip-interval", EnvVars: env("eval-gossip-interval"), Value: joinAny(d.GossipIntervals), Usage: "comma list of gossip publication intervals"},
 			&cli.StringFlag{Name: "key", EnvVars: env("eval-key"), Value: joinAny(d.Keys), Usage: "comma list of key designs: " + join(eval.KeyDesigns)},
+			&cli.StringFlag{Name: "concurrency", EnvVars: env("eval-concurrency"), Value: joinAny(d.Concurrency), Usage: "comma list of closed-loop session counts: that many conversations or agent loops at a time (0: the workload's own; open loop at its rate, the demo's 48)"},
+			&cli.StringFlag{Name: "gossip-loss", EnvVars: env("eval-gossip-loss"), Value: joinAny(d.GossipLoss), Usage: "comma list of the probability that a gossip publication is lost on its way to each other replica"},
+			&cli.StringFlag{Name: "seeds", EnvVars: env("eval-seeds"), Usage: "comma list of seeds; every point runs once per seed and the report shows ranges (default: --seed, or for the default study " + joinAny(eval.DefaultSeeds) + ")"},
 			&cli.BoolFlag{Name: "full", EnvVars: env("eval-full"), Usage: "the full study: every policy at 1, 3 and 8 router replicas, wider sweeps (docs/study.md gives its run time)"},
 			&cli.StringFlag{Name: "traces", EnvVars: env("eval-traces"), Value: eval.DefaultTraces, Usage: "folder holding the Mooncake traces the default study replays (conversation_trace.jsonl); the study runs without it"},
 			&cli.IntFlag{Name: "requests", EnvVars: env("eval-requests"), Usage: "cap on each workload's requests (a trace is cut to its first N; 0: the workload's own)"},
-			&cli.IntFlag{Name: "kv-blocks", EnvVars: env("eval-kv-blocks"), Usage: "KV cache blocks (16 tokens) per engine; 0: the H100 profile's capacity"},
+			&cli.StringFlag{Name: "kv-blocks", EnvVars: env("eval-kv-blocks"), Usage: "comma list of KV cache blocks (16 tokens) per engine, the fleets; 0: the H100 profile's capacity (default study: 0 and " + fmt.Sprint(eval.SmallKVBlocks) + ")"},
 			&cli.Uint64Flag{Name: "seed", EnvVars: env("eval-seed"), Value: 1, Usage: "workload and policy seed"},
 			&cli.StringFlag{Name: "out", EnvVars: env("eval-out"), Value: "eval-report", Usage: "report folder"},
 		},
@@ -93,9 +95,31 @@ func runEval(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		cfg.Grids = []eval.Grid{g}
+		cfg.Grids, cfg.Seeds, cfg.Requests = []eval.Grid{g}, nil, 0
 	}
-	cfg.Requests, cfg.KVBlocks, cfg.Seed = c.Int("requests"), c.Int("kv-blocks"), c.Uint64("seed")
+	cfg.Seed = c.Uint64("seed")
+	if c.IsSet("seed") {
+		cfg.Seeds = nil
+	}
+	if c.IsSet("requests") {
+		cfg.Requests = c.Int("requests")
+	}
+	if c.IsSet("seeds") {
+		seeds, err := splitList("seeds", c.String("seeds"), func(s string) (uint64, error) { return strconv.ParseUint(s, 10, 64) })
+		if err != nil {
+			return err
+		}
+		cfg.Seeds = seeds
+	}
+	if c.IsSet("kv-blocks") {
+		kv, err := splitList("kv-blocks", c.String("kv-blocks"), strconv.Atoi)
+		if err != nil {
+			return err
+		}
+		for i := range cfg.Grids {
+			cfg.Grids[i].KVBlocks = kv
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -157,6 +181,14 @@ func customGrid(c *cli.Context) (eval.Grid, error) {
 			return err
 		},
 		func() error { g.Keys, err = splitList("key", c.String("key"), id); return err },
+		func() error {
+			g.Concurrency, err = splitList("concurrency", c.String("concurrency"), strconv.Atoi)
+			return err
+		},
+		func() error {
+			g.GossipLoss, err = splitList("gossip-loss", c.String("gossip-loss"), float)
+			return err
+		},
 	} {
 		if err := step(); err != nil {
 			return g, err

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"strings"
 
 	"github.com/cespare/xxhash/v2"
@@ -23,6 +24,27 @@ func Tokenize(text string) []uint32 {
 	for i := 0; i < len(text); i += CharsPerToken {
 		chunk := text[i:min(i+CharsPerToken, len(text))]
 		out = append(out, uint32(xxhash.Sum64String(chunk)%VocabSize))
+	}
+	return out
+}
+
+// TokenizeScaled is Tokenize with charsPerToken characters a token on
+// average instead of CharsPerToken: token k ends at byte round((k+1) ·
+// charsPerToken). Like Tokenize it depends only on the text from its
+// start, so texts sharing a prefix share the tokens of every whole token
+// in it; at CharsPerToken it is Tokenize. The fleet simulator uses it to
+// make the engine's count depart from the router's bytes/4 estimate as a
+// real tokenizer's does (text kinds whose tokens are shorter or longer than
+// four bytes).
+func TokenizeScaled(text string, charsPerToken float64) []uint32 {
+	if charsPerToken == CharsPerToken || !(charsPerToken > 0) {
+		return Tokenize(text)
+	}
+	out := make([]uint32, 0, int(float64(len(text))/charsPerToken)+1)
+	for i, k := 0, 1; i < len(text); k++ {
+		j := min(max(int(math.Round(float64(k)*charsPerToken)), i+1), len(text))
+		out = append(out, uint32(xxhash.Sum64String(text[i:j])%VocabSize))
+		i = j
 	}
 	return out
 }

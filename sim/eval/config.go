@@ -3,13 +3,14 @@ package eval
 import (
 	"errors"
 	"fmt"
-	"github.com/prefixring/prefixring/gossip/core"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/prefixring/prefixring/gossip/core"
 
 	"github.com/prefixring/prefixring/gossip"
 	"github.com/prefixring/prefixring/policy"
@@ -36,6 +37,15 @@ type Grid struct {
 	Views           []core.ViewMode
 	GossipIntervals []time.Duration
 	Keys            []string // names of KeyDesigns
+	// KVBlocks are the fleets: KV cache blocks (16 tokens) per engine, 0
+	// for the H100 profile's capacity (about 396k tokens an engine).
+	KVBlocks []int
+	// Concurrency plays a workload's sessions closed loop, that many at a
+	// time (0: the workload's own: open loop at its rate, or the demo's 48).
+	Concurrency []int
+	// GossipLoss is the probability that one gossip publication is lost on
+	// its way to one other replica (replicas.Config.Loss).
+	GossipLoss []float64
 }
 
 // The grids of the default study.
@@ -47,17 +57,23 @@ const (
 	GridSignal    = "signal"    // the load signal, and prefixring before the study
 	GridStaleness = "staleness" // gossip view and interval
 	GridKeys      = "keys"      // the key designs
+	GridDemo      = "demo"      // `make demo`'s shape: 4 engines, closed loop
+	GridClosed    = "closed"    // closed-loop conversations and agent loops (--concurrency)
 	GridCustom    = "custom"    // a grid from command-line axes
 )
 
 // Config is a study: grids, and what every grid shares.
 type Config struct {
 	Grids []Grid
+	// Seeds: every point runs once per seed (workloads and policies'
+	// randomness, gossip loss, the text kinds' token ratios); Seed alone
+	// when Seeds is empty.
+	Seeds []uint64
 	Seed  uint64
 	// Requests caps each workload's requests (0: the workload's own; a
 	// trace is cut to its first Requests lines).
 	Requests int
-	// KVBlocks per engine (0: the profile's capacity).
+	// KVBlocks, when above 0, replaces every grid's KVBlocks axis.
 	KVBlocks int
 	// KVCapacityUnknown hides the engines' KV capacity from the routers,
 	// so K is bounded by c·average (ring.Endpoint.KVCapacity); by default
@@ -69,6 +85,25 @@ type Config struct {
 	Progress func(done, total int)
 }
 
+// The fleets and the gossip network of the study.
+const (
+	// SmallKVBlocks is the small-KV fleet's cache per engine (24k tokens),
+	// where K binds below overload; the other fleet is the H100 profile's.
+	SmallKVBlocks = 1500
+	// GossipLatency is a publication's delay to the other replicas.
+	GossipLatency = 5 * time.Millisecond
+	// DefaultGossipLoss is the share of publications lost on the way to
+	// each other replica; the staleness grid adds LossyGossip.
+	DefaultGossipLoss = 0.01
+	LossyGossip       = 0.2
+)
+
+// DefaultSeeds are the seeds the default study reports. prefixring's
+// defaults (c, the floors, the signal, the view, the key) were chosen on
+// seeds 1 to 5 (the earlier studies ran seed 1, issue 20's demo
+// measurements seeds 1 to 5); the report runs on others.
+var DefaultSeeds = []uint64{11, 12, 13}
+
 // DefaultTraces is where the default study looks for the Mooncake traces
 // (relative to the working directory: the repository root sits beside
 // shared/ in the development layout).
@@ -79,119 +114,111 @@ func defaults() Grid {
 	rc, gc := ring.DefaultConfig(), gossip.DefaultConfig()
 	return Grid{Endpoints: []int{8}, Routers: []int{3}, RateScales: []float64{1},
 		LoadFactors: []float64{rc.LoadFactor}, MinBounds: []int64{rc.MinBound}, Signals: []ring.Signal{rc.Signal},
-		Views: []core.ViewMode{gc.View}, GossipIntervals: []time.Duration{gc.Interval}, Keys: []string{DefaultKey}}
+		Views: []core.ViewMode{gc.View}, GossipIntervals: []time.Duration{gc.Interval}, Keys: []string{DefaultKey},
+		KVBlocks: []int{0}, Concurrency: []int{0}, GossipLoss: []float64{DefaultGossipLoss}}
 }
 
 // CustomGrid is one grid at prefixring's defaults over the built-in
 // workloads and every policy, for the command line to change axis by axis.
 func CustomGrid() Grid {
 	g := defaults()
-	g.Name, g.Workloads, g.Policies = GridCustom, slices.Clone(WorkloadNames), slices.Clone(policy.Names)
+	g.Name, g.Workloads, g.Policies = GridCustom, slices.Clone(WorkloadNames), slices.Clone(Policies)
 	g.RateScales = []float64{0.25, 1, 2, 4}
 	return g
 }
 
-// DefaultConfig is the default study over the built-in workloads and the
-// Mooncake conversation trace (when traces holds it): every policy at 3
-// router replicas and four loads; the per-replica policies at 1 and 8
-// replicas; prefixring's bound, load signal, gossip view and interval and
-// key design each swept around its default. full adds 1 and 8 replicas for
-// every policy and wider sweeps.
+// DefaultPolicies are the policies of the default study's grids: every
+// policy but random (round-robin's twin), session and dualmap (chash's
+// twins on these workloads); --full runs every one.
+var DefaultPolicies = []string{"round-robin", "least-load", LeastTokens, "p2c", "prefix-key", "chash", "radix", "score", "chwbl-local", "chwbl"}
+
+// DefaultRequests caps each point's requests in the default study (the
+// sessions keep their rate, so the load is the rate's, over a shorter run).
+const DefaultRequests = 1500
+
+// DefaultConfig is the default study, every grid on both fleets (the H100
+// profile's KV and SmallKVBlocks) and DefaultSeeds, DefaultRequests a
+// point: DefaultPolicies on the built-in workloads at ×0.25, ×1 and ×2
+// and on the Mooncake conversation trace (when traces holds it) at ×1 and
+// ×2, at 3 router replicas; the demo's shape (4 engines, 48 conversations
+// at a time); multi-turn and agentic closed loop (64 sessions at a time);
+// prefixring's c and floor at ×2; the gossip interval and a lossy network
+// at ×2. full adds every policy, ×4, 1 and 8 replicas, the load signals,
+// the key designs and wider sweeps, with every workload's own requests.
 func DefaultConfig(traces string, full bool) Config {
 	wls := slices.Clone(WorkloadNames)
 	trace := filepath.Join(traces, "conversation_trace.jsonl")
+	hasTrace := false
 	if _, err := os.Stat(trace); err == nil {
-		wls = append(wls, "trace:"+trace)
+		wls, hasTrace = append(wls, "trace:"+trace), true
 	}
-	rates := []float64{0.25, 1, 2, 4}
+	pols := slices.Clone(DefaultPolicies)
+	rates := []float64{0.25, 1, 2}
+	if full {
+		pols, rates = slices.Clone(Policies), append(rates, 4)
+	}
 	mk := func(name string, f func(*Grid)) Grid {
 		g := defaults()
-		g.Name, g.Workloads, g.Policies = name, wls, []string{"chwbl"}
+		g.Name, g.Workloads, g.Policies = name, slices.DeleteFunc(slices.Clone(wls), isTrace), []string{"chwbl"}
+		g.KVBlocks = []int{0, SmallKVBlocks}
 		f(&g)
 		return g
 	}
-	// A trace's ×1 is the load it was recorded at: at ×4 every policy's
-	// queues grow for the whole hour (mean TTFT near 2 minutes), and one
-	// trace run costs as much as four of a built-in workload whatever its
-	// rate. To stay within 10 minutes on 2 cores, the default study runs
-	// the trace at ×1 and ×2, and at ×4 only what goal 6 compares; --full
-	// runs every rate.
-	traceAt1and2 := func(g Grid) []Grid {
-		if full {
-			return []Grid{g}
-		}
-		traces := slices.DeleteFunc(slices.Clone(g.Workloads), func(w string) bool { return !isTrace(w) })
-		t := g
-		g.Workloads, t.Workloads = slices.DeleteFunc(slices.Clone(g.Workloads), isTrace), traces
-		t.RateScales = slices.DeleteFunc(slices.Clone(t.RateScales), func(r float64) bool { return r < 1 || r >= 4 })
-		if len(traces) == 0 {
-			return []Grid{g}
-		}
-		return []Grid{g, t}
-	}
 	var grids []Grid
-	grids = append(grids, traceAt1and2(mk(GridPolicies, func(g *Grid) {
-		g.Policies, g.RateScales = slices.Clone(policy.Names), rates
+	grids = append(grids, mk(GridPolicies, func(g *Grid) {
+		g.Policies, g.RateScales = pols, rates
 		if full {
 			g.Routers = []int{1, 3, 8}
 		}
-	}))...)
-	if !full && slices.ContainsFunc(wls, isTrace) {
-		grids = append(grids, mk(GridOverload, func(g *Grid) {
-			g.Workloads = slices.DeleteFunc(slices.Clone(wls), func(w string) bool { return !isTrace(w) })
-			g.Policies, g.RateScales = []string{"chwbl", "least-load", "round-robin"}, []float64{4}
+	}))
+	if hasTrace {
+		// A trace's ×1 is the load it was recorded at; from ×2 on its
+		// queues grow.
+		grids = append(grids, mk(GridPolicies, func(g *Grid) {
+			g.Workloads, g.Policies, g.RateScales = []string{"trace:" + trace}, pols, []float64{1, 2}
 		}))
 	}
 	grids = append(grids,
-		mk(GridReplicas, func(g *Grid) {
-			g.Policies, g.Routers = []string{"chwbl", "chwbl-local", "radix", "score"}, []int{1, 8}
+		mk(GridDemo, func(g *Grid) {
+			g.Workloads, g.Policies, g.Endpoints, g.KVBlocks = []string{"demo"}, pols, []int{4}, []int{DemoKVBlocks, 0}
+		}),
+		mk(GridClosed, func(g *Grid) {
+			g.Workloads, g.Policies, g.Concurrency = []string{"multi-turn", "agentic"}, pols, []int{64}
+			if full {
+				g.Concurrency = []int{16, 64, 256}
+			}
 		}),
 		// The bound, near capacity (where it decides).
 		mk(GridBound, func(g *Grid) {
-			g.RateScales, g.LoadFactors = []float64{2}, []float64{1.1, 1.25, 1.5, 2}
-			if full {
-				g.RateScales, g.LoadFactors = []float64{1, 2, 4}, append(g.LoadFactors, 3)
-			}
+			g.Policies, g.RateScales, g.LoadFactors = []string{"chwbl", "chwbl-local"}, []float64{2}, []float64{1.1, 1.25, 2}
 		}),
 		mk(GridBound, func(g *Grid) {
-			g.RateScales, g.MinBounds = []float64{2}, []int64{0, 4096, 65536}
-			if full {
-				g.RateScales = []float64{1, 2, 4}
-			}
-		}))
-	// The load signal counting requests, with its floor; and what the
-	// engines report, scraped.
-	grids = append(grids, traceAt1and2(mk(GridSignal, func(g *Grid) {
-		g.RateScales, g.Signals, g.MinBounds = rates, []ring.Signal{ring.SignalRequests, SignalEngine}, []int64{ring.DefaultMinRequests}
-	}))...)
-	// prefixring as it was before this study: requests, the shared view,
-	// the first 4096 characters.
-	grids = append(grids, traceAt1and2(mk(GridSignal, func(g *Grid) {
-		g.RateScales, g.Signals, g.MinBounds = rates, []ring.Signal{ring.SignalRequests}, []int64{ring.DefaultMinRequests}
-		g.Views, g.Keys = []core.ViewMode{core.ViewShared}, []string{"first-4096"}
-	}))...)
-	grids = append(grids,
-		// Staleness: short requests whose bound binds near capacity
-		// (shared-prefix) and long ones (the trace).
-		mk(GridStaleness, func(g *Grid) {
-			g.RateScales, g.Views = []float64{2}, []core.ViewMode{core.ViewOverlay, core.ViewShared}
-			g.GossipIntervals = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
-			if !full {
-				g.Workloads = slices.DeleteFunc(slices.Clone(g.Workloads), func(w string) bool {
-					return w != "shared-prefix" && !isTrace(w)
-				})
-			} else {
-				g.RateScales, g.Views = []float64{1, 2}, append(g.Views, core.ViewExact)
-				g.GossipIntervals = append([]time.Duration{10 * time.Millisecond}, g.GossipIntervals...)
-			}
+			g.RateScales, g.MinBounds = []float64{2}, []int64{0, 65536}
 		}),
-		mk(GridKeys, func(g *Grid) {
-			g.Keys = slices.Clone(KeyDesigns)
+		// Staleness: the interval, and a lossy network.
+		mk(GridStaleness, func(g *Grid) {
+			g.Workloads = []string{"shared-prefix", "multi-turn"}
+			g.RateScales, g.GossipLoss = []float64{2}, []float64{DefaultGossipLoss, LossyGossip}
+			g.GossipIntervals = []time.Duration{100 * time.Millisecond, time.Second}
 			if full {
-				g.RateScales = []float64{1, 2}
+				g.Workloads, g.Views = slices.DeleteFunc(slices.Clone(wls), isTrace), []core.ViewMode{core.ViewOverlay, core.ViewShared}
 			}
 		}))
-	return Config{Grids: grids, Seed: 1}
+	if full {
+		grids = append(grids,
+			mk(GridReplicas, func(g *Grid) {
+				g.Policies, g.Routers = []string{"chwbl", "chwbl-local", "radix", "score"}, []int{1, 8}
+			}),
+			mk(GridSignal, func(g *Grid) {
+				g.RateScales, g.Signals, g.MinBounds = rates, []ring.Signal{ring.SignalRequests, SignalEngine}, []int64{ring.DefaultMinRequests}
+			}),
+			mk(GridKeys, func(g *Grid) { g.Keys, g.RateScales = slices.Clone(KeyDesigns), []float64{1, 2} }))
+	}
+	cfg := Config{Grids: grids, Seeds: slices.Clone(DefaultSeeds), Requests: DefaultRequests}
+	if full {
+		cfg.Requests = 0
+	}
+	return cfg
 }
 
 // Validate reports a study that cannot run.
@@ -204,6 +231,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w (grid %s)", err, g.Name)
 		}
 	}
+	if c.KVBlocks > 0 && c.KVBlocks < 64 {
+		return errors.New("eval: KV blocks must be 0 (the profile's) or at least 64")
+	}
 	if c.Requests < 0 || c.KVBlocks < 0 {
 		return errors.New("eval: requests and KV blocks must be >= 0")
 	}
@@ -214,12 +244,28 @@ func (c Config) Validate() error {
 func (g Grid) Validate() error {
 	if len(g.Workloads) == 0 || len(g.Policies) == 0 || len(g.Endpoints) == 0 || len(g.Routers) == 0 ||
 		len(g.RateScales) == 0 || len(g.LoadFactors) == 0 || len(g.MinBounds) == 0 || len(g.Signals) == 0 ||
-		len(g.Views) == 0 || len(g.GossipIntervals) == 0 || len(g.Keys) == 0 {
+		len(g.Views) == 0 || len(g.GossipIntervals) == 0 || len(g.Keys) == 0 || len(g.KVBlocks) == 0 ||
+		len(g.Concurrency) == 0 || len(g.GossipLoss) == 0 {
 		return errors.New("eval: every axis needs at least one value")
 	}
 	for _, p := range g.Policies {
-		if !slices.Contains(policy.Names, p) {
-			return fmt.Errorf("eval: unknown policy %q (known: %s)", p, strings.Join(policy.Names, ", "))
+		if !slices.Contains(Policies, p) {
+			return fmt.Errorf("eval: unknown policy %q (known: %s)", p, strings.Join(Policies, ", "))
+		}
+	}
+	for _, k := range g.KVBlocks {
+		if k < 0 || (k > 0 && k < 64) {
+			return fmt.Errorf("eval: %d KV blocks (0: the profile's, or at least 64)", k)
+		}
+	}
+	for _, c := range g.Concurrency {
+		if c < 0 {
+			return fmt.Errorf("eval: concurrency %d", c)
+		}
+	}
+	for _, l := range g.GossipLoss {
+		if !(l >= 0 && l <= 1) {
+			return fmt.Errorf("eval: gossip loss %v must be in [0, 1]", l)
 		}
 	}
 	for _, w := range g.Workloads {
@@ -300,10 +346,22 @@ func ParseSignal(s string) (ring.Signal, error) {
 	return sig, nil
 }
 
+// LeastTokens is the study's token-based least-load baseline: least-load
+// over the prompt tokens each endpoint has not yet answered (ring's
+// SignalTokens, P: a streamed request's until its first token, one not
+// streamed until its answer), where least-load counts requests in flight.
+const LeastTokens = "least-tokens"
+
+// Policies are the policies the study knows: policy.Names and LeastTokens.
+var Policies = append(slices.Clone(policy.Names), LeastTokens)
+
 // reads says which axes a policy's decisions depend on, beyond the
 // workload, the fleet, the routers and the load: a policy runs once for the
 // values of the others.
 type reads struct{ bound, gossip, key bool }
+
+// bounded reports a policy whose bound can fire (chwbl, chwbl-local).
+func bounded(policy string) bool { return readsOf(policy).bound }
 
 func readsOf(policy string) reads {
 	switch policy {

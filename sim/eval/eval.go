@@ -21,6 +21,13 @@ type Result struct {
 	View             string  `json:"gossip_view"`
 	GossipIntervalMS float64 `json:"gossip_interval_ms"`
 	Key              string  `json:"key"`
+	// KVBlocks per engine (0: the H100 profile's), Concurrency (0: the
+	// workload's own), GossipLoss and Seed: the run's fleet, loop, gossip
+	// network and seed.
+	KVBlocks         int     `json:"kv_blocks"`
+	Concurrency      int     `json:"concurrency"`
+	GossipLoss       float64 `json:"gossip_loss"`
+	Seed             uint64  `json:"seed"`
 	Requests         int     `json:"requests"`
 	Errors           int     `json:"errors"`
 	HitRate          float64 `json:"hit_rate"`
@@ -37,6 +44,9 @@ type Result struct {
 	QueueDepthMax    int     `json:"queue_depth_max"`
 	Imbalance        float64 `json:"imbalance"`
 	SpillRate        float64 `json:"spill_rate"`
+	// BoundFired is the share of keyed picks whose home the bound refused,
+	// in P or in K (chwbl and chwbl-local; null for the others).
+	BoundFired *float64 `json:"bound_fired"`
 	// Agreement is the share of keyed requests every router replica would
 	// have sent to the same endpoint (chwbl runs, which the replicas model
 	// measures; null for the others).

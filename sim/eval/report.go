@@ -89,6 +89,10 @@ func positive(x float64) float64 { return max(x, 0.1) }
 // Charts draws the study's charts from the grids it finds.
 func Charts(results []Result) ([]Chart, error) {
 	all := set(results)
+	if len(all) > 0 { // one seed and one fleet: the first run's
+		seed, kv := all[0].Seed, all[0].KVBlocks
+		all = all.where(func(r Result) bool { return r.Seed == seed && r.KVBlocks == kv && r.Concurrency == 0 })
+	}
 	pol := all.grid(GridPolicies)
 	if len(pol) == 0 {
 		pol = all.grid(GridCustom)
@@ -232,16 +236,16 @@ func render(p *plot.Plot) (string, error) {
 	return s, nil
 }
 
-var tableCols = []string{"grid", "policy", "workload", "routers", "rate_scale", "load_factor", "min_bound", "signal", "gossip_view",
-	"gossip_interval_ms", "key", "hit_rate", "ideal_hit_rate", "ttft_mean_ms", "ttft_p50_ms", "ttft_p99_ms", "e2e_p99_ms",
-	"output_tokens_per_s", "queue_depth_mean", "imbalance", "spill_rate", "false_spill_rate", "agreement", "same_engine_turns"}
+var tableCols = []string{"seed", "grid", "policy", "workload", "fleet", "load", "endpoints", "routers", "rate_scale", "load_factor", "min_bound", "signal", "gossip_view",
+	"gossip_interval_ms", "gossip_loss", "key", "hit_rate", "ideal_hit_rate", "ttft_mean_ms", "ttft_p50_ms", "ttft_p99_ms", "e2e_p99_ms",
+	"output_tokens_per_s", "queue_depth_mean", "imbalance", "spill_rate", "bound_fired", "false_spill_rate", "agreement", "same_engine_turns"}
 
 func row(r Result) []string {
 	f := func(x float64) string { return fmt.Sprintf("%.3g", x) }
-	return []string{r.Grid, r.Policy, short(r.Workload), fmt.Sprint(r.Routers), f(r.RateScale), f(r.LoadFactor), fmt.Sprint(r.MinBound),
-		r.Signal, r.View, f(r.GossipIntervalMS), r.Key, fmt.Sprintf("%.3f", r.HitRate), fmt.Sprintf("%.3f", r.IdealHitRate), ms0(r.TTFTMeanMS),
+	return []string{fmt.Sprint(r.Seed), r.Grid, r.Policy, short(r.Workload), fleetName(r.KVBlocks), loadName(r), fmt.Sprint(r.Endpoints), fmt.Sprint(r.Routers), f(r.RateScale), f(r.LoadFactor), fmt.Sprint(r.MinBound),
+		r.Signal, r.View, f(r.GossipIntervalMS), f(r.GossipLoss), r.Key, fmt.Sprintf("%.3f", r.HitRate), fmt.Sprintf("%.3f", r.IdealHitRate), ms0(r.TTFTMeanMS),
 		ms0(r.TTFTP50MS), ms0(r.TTFTP99MS), ms0(r.E2EP99MS), fmt.Sprintf("%.0f", r.OutputTokensPerS), fmt.Sprintf("%.2f", r.QueueDepthMean),
-		fmt.Sprintf("%.2f", r.Imbalance), fmt.Sprintf("%.3f", r.SpillRate), fptr(r.FalseSpillRate, 3), fptr(r.Agreement, 3), fptr(r.SameEngineTurns, 2)}
+		fmt.Sprintf("%.2f", r.Imbalance), fmt.Sprintf("%.3f", r.SpillRate), fptr(r.BoundFired, 3), fptr(r.FalseSpillRate, 3), fptr(r.Agreement, 3), fptr(r.SameEngineTurns, 2)}
 }
 
 func htmlTable(results []Result) string {

@@ -3,11 +3,12 @@ package eval
 import (
 	"cmp"
 	"errors"
-	"github.com/prefixring/prefixring/gossip/core"
 	"runtime"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/prefixring/prefixring/gossip/core"
 
 	"github.com/prefixring/prefixring/policy"
 	"github.com/prefixring/prefixring/ring"
@@ -29,36 +30,48 @@ type point struct {
 	view             core.ViewMode
 	interval         time.Duration
 	key              string
+	kvBlocks         int
+	concurrency      int
+	loss             float64
+	seed             uint64
 }
 
-// points lists every combination of g in axis order, each as the point
-// whose result it takes: itself, or the canonical point that differs from
-// it only in axes its policy does not read.
-func points(g Grid) (pts, canon []point) {
-	for _, w := range g.Workloads {
-		for _, p := range g.Policies {
-			rd := readsOf(p)
-			for _, e := range g.Endpoints {
-				for _, r := range g.Routers {
-					for _, s := range g.RateScales {
-						for _, f := range g.LoadFactors {
-							for _, m := range g.MinBounds {
-								for _, sig := range g.Signals {
-									for _, v := range g.Views {
-										for _, i := range g.GossipIntervals {
-											for _, k := range g.Keys {
-												pt := point{w, p, e, r, s, f, m, sig, v, i, k}
-												c := pt
-												if !rd.bound { // the baselines count requests (see runOne)
-													c.loadFactor, c.minBound, c.signal = 0, 0, ""
+// points lists every combination of g in axis order, seed by seed, each
+// with the point whose result it takes: itself, or the canonical point
+// that differs from it only in axes its policy does not read.
+func points(g Grid, seeds []uint64) (pts, canon []point) {
+	for _, seed := range seeds {
+		for _, w := range g.Workloads {
+			for _, p := range g.Policies {
+				rd := readsOf(p)
+				for _, e := range g.Endpoints {
+					for _, r := range g.Routers {
+						for _, s := range g.RateScales {
+							for _, f := range g.LoadFactors {
+								for _, m := range g.MinBounds {
+									for _, sig := range g.Signals {
+										for _, v := range g.Views {
+											for _, i := range g.GossipIntervals {
+												for _, k := range g.Keys {
+													for _, kv := range g.KVBlocks {
+														for _, cc := range g.Concurrency {
+															for _, loss := range g.GossipLoss {
+																pt := point{w, p, e, r, s, f, m, sig, v, i, k, kv, cc, loss, seed}
+																c := pt
+																if !rd.bound { // the baselines count requests or tokens (see runOne)
+																	c.loadFactor, c.minBound, c.signal = 0, 0, ""
+																}
+																if !rd.gossip {
+																	c.view, c.interval, c.loss = "", 0, 0
+																}
+																if !rd.key {
+																	c.key = ""
+																}
+																pts, canon = append(pts, pt), append(canon, c)
+															}
+														}
+													}
 												}
-												if !rd.gossip {
-													c.view, c.interval = "", 0
-												}
-												if !rd.key {
-													c.key = ""
-												}
-												pts, canon = append(pts, pt), append(canon, c)
 											}
 										}
 									}
@@ -73,6 +86,14 @@ func points(g Grid) (pts, canon []point) {
 	return pts, canon
 }
 
+// seeds returns the seeds the study runs.
+func (c Config) seeds() []uint64 {
+	if len(c.Seeds) > 0 {
+		return c.Seeds
+	}
+	return []uint64{c.Seed}
+}
+
 // Run runs the study and returns one result per combination of each grid,
 // grid after grid, in axis order. A combination that several grids share
 // (or that differs only in axes its policy ignores) runs once.
@@ -83,7 +104,10 @@ func Run(cfg Config) ([]Result, error) {
 	var all, canon []point
 	var grid []string
 	for _, g := range cfg.Grids {
-		p, c := points(g)
+		if cfg.KVBlocks > 0 {
+			g.KVBlocks = []int{cfg.KVBlocks}
+		}
+		p, c := points(g, cfg.seeds())
 		all, canon = append(all, p...), append(canon, c...)
 		for range p {
 			grid = append(grid, g.Name)
@@ -111,7 +135,7 @@ func Run(cfg Config) ([]Result, error) {
 		return c
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(cost(todo[b]), cost(todo[a])) })
-	wl := &workloads{cache: map[string][]workload.Session{}, seed: cfg.Seed, cap: cfg.Requests}
+	wl := &workloads{cache: map[string][]workload.Session{}, cap: cfg.Requests}
 	out := make([]Result, len(todo))
 	errs := make([]error, len(todo))
 	var mu sync.Mutex
@@ -153,6 +177,7 @@ func label(r *Result, pt point) {
 	r.Policy, r.Workload, r.Endpoints, r.Routers = pt.policy, pt.workload, pt.endpoints, pt.routers
 	r.RateScale, r.LoadFactor, r.MinBound, r.Signal = pt.rateScale, pt.loadFactor, pt.minBound, string(pt.signal)
 	r.View, r.GossipIntervalMS, r.Key = string(pt.view), ms(pt.interval), pt.key
+	r.KVBlocks, r.Concurrency, r.GossipLoss, r.Seed = pt.kvBlocks, pt.concurrency, pt.loss, pt.seed
 }
 
 // multi spreads requests over R independent instances of a policy in turn,
@@ -226,15 +251,19 @@ func (t trueLoads) Load(id string) int64 { return t.byID[id] }
 func (t trueLoads) Total() int64         { return t.total }
 
 func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
-	sessions, err := wl.get(pt.workload, pt.rateScale)
+	sessions, err := wl.get(pt.workload, pt.rateScale, pt.seed)
 	if err != nil {
 		return Result{}, err
 	}
 	ids := fleet.EndpointIDs(pt.endpoints)
 	rc := ring.DefaultConfig()
 	rc.LoadFactor, rc.MinBound, rc.Signal = pt.loadFactor, pt.minBound, pt.signal
+	name := pt.policy
 	if !readsOf(pt.policy).bound {
 		rc.Signal = ring.SignalRequests // the baselines count requests, as their real counterparts do
+	}
+	if pt.policy == LeastTokens {
+		name, rc.Signal = "least-load", ring.SignalTokens
 	}
 	key, err := newCallKey(pt.key, pt.routers)
 	if err != nil {
@@ -250,8 +279,8 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 		rc.Signal, scraped = ring.SignalRequests, &scrapedLoads{byID: map[string]int64{}, next: 0}
 	}
 	ec := engine.DefaultConfig()
-	if cfg.KVBlocks > 0 {
-		ec.NumBlocks = cfg.KVBlocks
+	if pt.kvBlocks > 0 {
+		ec.NumBlocks = pt.kvBlocks
 	}
 	var kvCap int64 // what the routers read from vllm:cache_config_info
 	if !cfg.KVCapacityUnknown {
@@ -259,7 +288,7 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 	}
 	if pt.policy == "chwbl" && scraped == nil {
 		rp, err = replicas.New(replicas.Config{Replicas: pt.routers, Endpoints: ids, Ring: rc, Gossip: true, KVCapacity: kvCap,
-			Interval: pt.interval, Latency: 500 * time.Microsecond, View: pt.view})
+			Interval: pt.interval, Latency: GossipLatency, Loss: pt.loss, Seed: pt.seed, View: pt.view})
 		if err != nil {
 			return Result{}, err
 		}
@@ -281,7 +310,7 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 			if scraped != nil {
 				bal.SetLoads(scraped)
 			}
-			p, err := policy.New(pt.policy, bal, bal, cfg.Seed+uint64(i))
+			p, err := policy.New(name, bal, bal, pt.seed+uint64(i))
 			if err != nil {
 				return Result{}, err
 			}
@@ -296,7 +325,7 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 			return key.request(c, at)
 		}
 	}
-	fc := fleet.Config{Engines: pt.endpoints, Engine: ec, Picker: picker, Concurrency: Concurrency(pt.workload)}
+	fc := fleet.Config{Engines: pt.endpoints, Engine: ec, Picker: picker, Concurrency: cmp.Or(pt.concurrency, Concurrency(pt.workload))}
 	if rp != nil {
 		fc.Advance = rp.AdvanceTo
 	}
@@ -309,9 +338,13 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 	}
 	ideal := func() float64 { return IdealHitRate(reqs, ec.BlockSize) }
 	if isTrace(pt.workload) { // single-turn sessions: the same requests whatever the policy
-		ideal = func() float64 { return wl.ideal(pt.workload, pt.rateScale, reqs, ec.BlockSize) }
+		ideal = func() float64 { return wl.ideal(pt.workload, pt.rateScale, pt.seed, reqs, ec.BlockSize) }
 	}
 	r := measure(res, reqs, ec.BlockSize, pt.endpoints, ideal)
+	if bounded(pt.policy) {
+		f := boundFired(res.Records)
+		r.BoundFired = &f
+	}
 	if hasConversations(sessions) {
 		s := sameEngineTurns(res.Records)
 		r.SameEngineTurns = &s
@@ -330,6 +363,26 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 		r.FalseSpillRate = &f
 	}
 	return r, nil
+}
+
+// boundFired is the share of keyed picks whose home the bound refused
+// (every endpoint is healthy in the simulator, so a keyed request not at
+// its home left it because it was over its P or K bound).
+func boundFired(recs []fleet.Record) float64 {
+	keyed, fired := 0, 0
+	for _, r := range recs {
+		if r.Err != "" || !r.Keyed {
+			continue
+		}
+		keyed++
+		if r.Decision != "home" {
+			fired++
+		}
+	}
+	if keyed == 0 {
+		return 0
+	}
+	return float64(fired) / float64(keyed)
 }
 
 // hasConversations reports sessions of more than one turn.

@@ -45,6 +45,11 @@ type builtin struct {
 	// rate; concurrency runs them closed loop, that many at a time.
 	count, concurrency int
 	sessions           func(n int, rate float64, seed uint64) ([]workload.Session, error)
+	// stream: the clients stream (the router settles P at the first
+	// byte); text: the text kinds, whose token ratios the engine's counts
+	// depart by (tokens.go).
+	stream bool
+	text   textMix
 }
 
 // builtins are sized so that rate ×1 is a light load on 8 simulated H100
@@ -55,7 +60,7 @@ var builtins = map[string]builtin{
 	// SGLang's generated-shared-prefix benchmark shape (64 groups of
 	// 2048-token system prompts, 128-token questions, 256 tokens out),
 	// with a Zipf(1) skew over groups: hot system prompts.
-	"shared-prefix": {rate: 120, turns: 1, sessions: func(n int, rate float64, seed uint64) ([]workload.Session, error) {
+	"shared-prefix": {rate: 120, turns: 1, stream: true, text: mixedText, sessions: func(n int, rate float64, seed uint64) ([]workload.Session, error) {
 		w := workload.DefaultSharedPrefix()
 		w.PromptsPerGroup, w.Skew, w.Rate, w.Seed = 1, 1, rate, seed
 		w.Groups = 64
@@ -63,14 +68,14 @@ var builtins = map[string]builtin{
 	}},
 	// Conversations of 6 turns over 8 shared ~200-token system prompts,
 	// 128-token questions and answers, 2 s mean think time.
-	"multi-turn": {rate: 36, turns: 6, sessions: multiTurn(workload.Chat)},
+	"multi-turn": {rate: 36, turns: 6, stream: true, text: chatText, sessions: multiTurn(workload.Chat)},
 	// The same conversations over /v1/completions: one growing prompt.
-	"multi-turn-completions": {rate: 36, turns: 6, sessions: multiTurn(workload.Completions)},
+	"multi-turn-completions": {rate: 36, turns: 6, text: chatText, sessions: multiTurn(workload.Completions)},
 	// `make demo`'s conversations (scripts/demo): 128 of 6 turns over 8
 	// shared 1024-token system prompts, 128-token questions, 64-token
 	// answers, 200 ms mean think time (2 s × --think-scale 0.1), 48 at a
 	// time; the rate scale divides the think time.
-	"demo": {rate: 1, turns: 6, count: 128, concurrency: 48, sessions: func(n int, _ float64, seed uint64) ([]workload.Session, error) {
+	"demo": {rate: 1, turns: 6, count: 128, concurrency: 48, stream: true, text: chatText, sessions: func(n int, _ float64, seed uint64) ([]workload.Session, error) {
 		w := workload.DefaultMultiTurn(workload.Chat)
 		w.Conversations, w.Turns, w.OutputTokens, w.SystemTokens, w.Seed = n, 6, 64, 1024, seed
 		w.Think = 200 * time.Millisecond
@@ -78,7 +83,7 @@ var builtins = map[string]builtin{
 	}},
 	// Tool loops of 8 steps over 4 tool sets of ~3000 tokens, 300-token
 	// tool results, 500 ms mean tool time.
-	"agentic": {rate: 16, turns: 9, sessions: func(n int, rate float64, seed uint64) ([]workload.Session, error) {
+	"agentic": {rate: 16, turns: 9, text: agentText, sessions: func(n int, rate float64, seed uint64) ([]workload.Session, error) {
 		w := workload.DefaultAgentic()
 		w.Loops, w.Rate, w.Seed = n, rate, seed
 		return w.Sessions()
@@ -94,7 +99,8 @@ func multiTurn(api workload.API) func(int, float64, uint64) ([]workload.Session,
 }
 
 // Workload returns the sessions of a study workload at a rate scale, under
-// seed, with at most requests requests when requests > 0. A built-in
+// seed, with at most requests requests when requests > 0. Each session
+// says whether it streams and its text's token ratio (tokens.go). A built-in
 // workload starts sessions at its rate times rateScale for [Duration], and
 // its think times are divided by rateScale, so every request comes
 // rateScale times as often; a trace (trace:PATH, Mooncake format) is
@@ -113,7 +119,11 @@ func Workload(name string, rateScale float64, seed uint64, requests int) ([]work
 		if requests > 0 && len(reqs) > requests {
 			reqs = reqs[:requests]
 		}
-		return workload.TraceSessions(reqs, rateScale)
+		ss, err := workload.TraceSessions(reqs, rateScale)
+		for i := range ss {
+			ss[i].Stream = true // a chat service's clients stream
+		}
+		return ss, err
 	}
 	b, ok := builtins[name]
 	if !ok {
@@ -135,7 +145,9 @@ func Workload(name string, rateScale float64, seed uint64, requests int) ([]work
 		for k := range ss[i].Turns {
 			ss[i].Turns[k].Think = time.Duration(float64(ss[i].Turns[k].Think) / rateScale)
 		}
+		ss[i].Stream = b.stream
 	}
+	scaleTokens(ss, b.text, seed)
 	return ss, nil
 }
 
@@ -145,14 +157,13 @@ type workloads struct {
 	mu     sync.Mutex
 	cache  map[string][]workload.Session
 	ideals map[string]float64
-	seed   uint64
 	cap    int
 }
 
 // ideal returns IdealHitRate(reqs) for a workload whose requests do not
 // depend on the policy, computed once.
-func (w *workloads) ideal(name string, rateScale float64, reqs []workload.Request, blockSize int) float64 {
-	id := fmt.Sprint(name, "@", rateScale)
+func (w *workloads) ideal(name string, rateScale float64, seed uint64, reqs []workload.Request, blockSize int) float64 {
+	id := fmt.Sprint(name, "@", rateScale, "#", seed)
 	w.mu.Lock()
 	v, ok := w.ideals[id]
 	w.mu.Unlock()
@@ -169,14 +180,14 @@ func (w *workloads) ideal(name string, rateScale float64, reqs []workload.Reques
 	return v
 }
 
-func (w *workloads) get(name string, rateScale float64) ([]workload.Session, error) {
-	id := fmt.Sprint(name, "@", rateScale)
+func (w *workloads) get(name string, rateScale float64, seed uint64) ([]workload.Session, error) {
+	id := fmt.Sprint(name, "@", rateScale, "#", seed)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if ss, ok := w.cache[id]; ok {
 		return ss, nil
 	}
-	ss, err := Workload(name, rateScale, w.seed, w.cap)
+	ss, err := Workload(name, rateScale, seed, w.cap)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,9 @@ type fleet struct {
 	// reacts to completions (RunSessions); nil-safe to ignore.
 	finished []int
 	gauges   []Gauges
+	// hold marks the requests not streamed: their leases settle at
+	// completion (Release), not at the first token.
+	hold []bool
 }
 
 func newFleet(cfg Config, n int) (*fleet, error) {
@@ -37,6 +40,7 @@ func newFleet(cfg Config, n int) (*fleet, error) {
 		index:   map[string]int{},
 		leases:  make([]ring.Lease, n),
 		records: make([]Record, n),
+		hold:    make([]bool, n),
 		chain:   engine.NewChain(cfg.Engine.BlockSize),
 	}
 	for i, id := range EndpointIDs(cfg.Engines) {
@@ -82,7 +86,7 @@ func (f *fleet) arriveAs(i int, r *workload.Request, rr ring.Request) {
 		f.cfg.Observe(f.now, f.gauges)
 	}
 	rec := &f.records[i]
-	*rec = Record{Index: i, Arrival: r.Arrival, PromptTokens: r.InputLen, Session: -1}
+	*rec = Record{Index: i, Arrival: r.Arrival, PromptTokens: r.InputLen, Session: -1, Keyed: rr.Keyed}
 	lease, err := f.cfg.Picker.Acquire(rr)
 	if err != nil {
 		rec.Err = err.Error()
@@ -125,7 +129,7 @@ func (f *fleet) endStep(ei int, end time.Duration) {
 	res := fe.e.End(end)
 	fe.inStep = false
 	for _, er := range res.Tokens {
-		if er.Output == 1 { // its prefill is over: the router sees the first byte
+		if er.Output == 1 && !f.hold[er.ID] { // its prefill is over: the router sees the first byte
 			f.leases[er.ID].Settle()
 		}
 	}

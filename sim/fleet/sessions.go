@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"container/heap"
 	"time"
 
@@ -45,6 +46,9 @@ func (h *turnHeap) Pop() any {
 // ends its session. Records are in arrival order, with Session and Turn
 // set, beside the requests as the engines got them; cfg.Key is not used.
 // With cfg.Concurrency, sessions start as slots free instead of at Start.
+// A streamed session's leases settle at each request's first token, the
+// others' at completion (Session.Stream); each session's text is tokenized
+// at its TokenScale.
 func RunSessions(cfg Config, sessions []workload.Session, key CallKey) (*Result, []workload.Request, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
@@ -96,13 +100,14 @@ func RunSessions(cfg Config, sessions []workload.Session, key CallKey) (*Result,
 				// (the text the keyer reads renders the same ids).
 				reqs[next] = workload.Request{Arrival: p.at, InputLen: t.InputLen, OutputLen: c.MaxTokens, HashIDs: t.Blocks}
 			} else {
-				toks := engine.Tokenize(c.EngineText())
+				toks := engine.TokenizeScaled(c.EngineText(), engine.CharsPerToken*cmp.Or(s.TokenScale, 1))
 				reqs[next] = workload.Request{Arrival: p.at, InputLen: len(toks), OutputLen: c.MaxTokens, Tokens: toks}
 			}
 			rr := ring.Request{Tokens: int64(reqs[next].InputLen)}
 			if key != nil {
 				rr = key(&c, p.at)
 			}
+			f.hold[next] = !s.Stream
 			f.arriveAs(next, &reqs[next], rr)
 			f.records[next].Session, f.records[next].Turn = p.session, p.k
 			if f.records[next].Err != "" {

@@ -130,3 +130,92 @@ func TestRunSessionsConcurrency(t *testing.T) {
 		}
 	}
 }
+
+// A streamed request's prefill weight (P) is settled at its first token,
+// as the router settles it at the first byte; a non-streamed one's is held
+// until its answer is complete, as production holds it (the router sees
+// no byte before).
+func TestNonStreamedHoldsPrefillWeight(t *testing.T) {
+	w := workload.DefaultMultiTurn(workload.Chat)
+	w.Conversations, w.Turns, w.OutputTokens = 1, 1, 64
+	held := map[bool]bool{}
+	for _, stream := range []bool{true, false} {
+		sessions, err := w.Sessions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions[0].Stream = stream
+		b, err := ring.NewBalancer(ring.DefaultConfig()) // counts tokens
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.SetEndpoints(EndpointIDs(1)); err != nil {
+			t.Fatal(err)
+		}
+		type obs struct {
+			at   time.Duration
+			load int64
+		}
+		var seen []obs
+		cfg := Config{Engines: 1, Engine: engine.DefaultConfig(), Picker: b,
+			Advance: func(now time.Duration) { seen = append(seen, obs{now, b.Inflight().Load("engine-0")}) }}
+		res, _, err := RunSessions(cfg, sessions, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := res.Records[0]
+		first := seen[0].load // before the first step's end: the whole weight
+		held[stream] = true
+		for _, o := range seen {
+			// After the step that made the first token, before the last.
+			if o.at > r.Arrival+r.TTFT && o.at < r.Arrival+r.E2E && o.load != first {
+				held[stream] = false
+			}
+		}
+		if first <= 0 {
+			t.Fatalf("stream %v: weight %d at the start", stream, first)
+		}
+	}
+	if held[true] || !held[false] {
+		t.Fatalf("held until the end: streamed %v, non-streamed %v; want false, true", held[true], held[false])
+	}
+}
+
+// A session's TokenScale makes the engine's token count depart from the
+// router's bytes/4: 0.5 (the router counts half the engine's tokens)
+// doubles the engine's tokens, and later turns still find the earlier ones
+// cached.
+func TestTokenScale(t *testing.T) {
+	w := workload.DefaultMultiTurn(workload.Chat)
+	w.Conversations, w.Turns = 1, 3
+	prompt := map[float64][]int{}
+	for _, scale := range []float64{1, 0.5} {
+		sessions, err := w.Sessions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions[0].TokenScale = scale
+		b, err := ring.NewBalancer(ring.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.SetEndpoints(EndpointIDs(1)); err != nil {
+			t.Fatal(err)
+		}
+		res, _, err := RunSessions(Config{Engines: 1, Engine: engine.DefaultConfig(), Picker: b}, sessions, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res.Records {
+			prompt[scale] = append(prompt[scale], r.PromptTokens)
+			if r.Turn > 0 && r.CachedTokens < prompt[scale][r.Turn-1]/2 {
+				t.Fatalf("scale %v turn %d: %d of %d cached", scale, r.Turn, r.CachedTokens, r.PromptTokens)
+			}
+		}
+	}
+	for k := range prompt[1] {
+		if got, want := prompt[0.5][k], 2*prompt[1][k]; got < want-2 || got > want+2 {
+			t.Fatalf("turn %d: %d tokens at scale 0.5, want about %d", k, got, want)
+		}
+	}
+}

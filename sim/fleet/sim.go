@@ -86,6 +86,7 @@ type Record struct {
 	PrefillComputed int // tokens computed by prefill, recomputation included
 	Preemptions     int
 	Err             string
+	Keyed           bool // the picker was given a key
 	// Session and Turn place a request of RunSessions in its session;
 	// Session is -1 for Run's requests.
 	Session, Turn int

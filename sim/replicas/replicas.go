@@ -23,6 +23,7 @@ package replicas
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/prefixring/prefixring/gossip"
@@ -45,6 +46,11 @@ type Config struct {
 	Interval time.Duration
 	// Latency from a publication to its receipt by the others.
 	Latency time.Duration
+	// Loss is the probability that one publication is lost on its way to
+	// one other replica (each receiver drawn apart, from a generator seeded
+	// by Seed), as a gossip datagram is; 0: none lost.
+	Loss float64
+	Seed uint64
 	// View is what the bound reads; default: the production default,
 	// gossip.DefaultConfig().View.
 	View core.ViewMode
@@ -81,6 +87,7 @@ type Picker struct {
 	wire []delivery // in delivery order
 	now  time.Duration
 	turn int
+	rng  *rand.Rand // draws the publications lost (Config.Loss)
 	Measures
 }
 
@@ -99,12 +106,14 @@ type Measures struct {
 	// home was within its bound by the true cluster-wide loads: spills a
 	// replica with a perfect, instant view would not have made.
 	FalseSpills int
+	// Delivered and Lost count publications, one per receiver.
+	Delivered, Lost int
 }
 
 // New builds the replicas over cfg.Endpoints.
 func New(cfg Config) (*Picker, error) {
-	if cfg.Replicas < 1 || (cfg.Gossip && cfg.Interval <= 0) || cfg.Latency < 0 {
-		return nil, errors.New("replicas: need replicas >= 1, with gossip an interval, and no negative latency")
+	if cfg.Replicas < 1 || (cfg.Gossip && cfg.Interval <= 0) || cfg.Latency < 0 || !(cfg.Loss >= 0 && cfg.Loss <= 1) {
+		return nil, errors.New("replicas: need replicas >= 1, with gossip an interval, no negative latency, and a loss in [0, 1]")
 	}
 	d := gossip.DefaultConfig()
 	if cfg.View == "" {
@@ -116,7 +125,7 @@ func New(cfg Config) (*Picker, error) {
 	if cfg.StaleAfter == 0 {
 		cfg.StaleAfter = max(d.StaleAfter, 3*cfg.Interval)
 	}
-	p := &Picker{cfg: cfg}
+	p := &Picker{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x1055))}
 	for i := range cfg.Replicas {
 		b, err := ring.NewBalancer(cfg.Ring)
 		if err != nil {
@@ -312,6 +321,11 @@ func (p *Picker) publish(j int) {
 		if k == j {
 			continue
 		}
+		if p.cfg.Loss > 0 && p.rng.Float64() < p.cfg.Loss {
+			p.Lost++
+			continue
+		}
+		p.Delivered++
 		d := delivery{at: at + p.cfg.Latency, to: k, entry: e}
 		if p.cfg.Latency == 0 {
 			p.deliver(d)

@@ -173,3 +173,39 @@ func TestPublicationCarriesTheCountsOfItsTick(t *testing.T) {
 		}
 	}
 }
+
+// TestLossDropsPublications: with Loss 1 replica 1 never hears of replica
+// 0's lease; with Loss 0.5 about half the publications are lost, the same
+// ones under one seed; Loss outside [0, 1] is refused.
+func TestLossDropsPublications(t *testing.T) {
+	run := func(loss float64, seed uint64) (seen int64, m Measures) {
+		p, err := New(Config{Replicas: 2, Endpoints: fleet.EndpointIDs(4), Ring: requests(), Gossip: true,
+			Interval: 10 * time.Millisecond, Latency: time.Millisecond, Loss: loss, Seed: seed, View: core.ViewShared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _ := p.reps[0].bal.Acquire(ring.Request{Key: 7, Keyed: true})
+		defer l.Release()
+		p.AdvanceTo(400 * time.Millisecond)
+		return p.Loads(1).Load(l.Endpoint), p.Measures
+	}
+	if seen, m := run(0, 1); seen != 1 || m.Lost != 0 || m.Delivered < 70 {
+		t.Fatalf("loss 0: replica 1 sees %d, %d delivered, %d lost", seen, m.Delivered, m.Lost)
+	}
+	if seen, m := run(1, 1); seen != 0 || m.Delivered != 0 || m.Lost < 70 {
+		t.Fatalf("loss 1: replica 1 sees %d, %d delivered, %d lost", seen, m.Delivered, m.Lost)
+	}
+	_, a := run(0.5, 3)
+	_, b := run(0.5, 3)
+	if frac := float64(a.Lost) / float64(a.Lost+a.Delivered); frac < 0.3 || frac > 0.7 {
+		t.Fatalf("loss 0.5: %d lost, %d delivered", a.Lost, a.Delivered)
+	}
+	if a != b {
+		t.Fatalf("one seed, two runs: %+v, %+v", a, b)
+	}
+	for _, loss := range []float64{-0.1, 1.1} {
+		if _, err := New(Config{Replicas: 2, Endpoints: fleet.EndpointIDs(4), Ring: requests(), Gossip: true, Interval: time.Second, Loss: loss}); err == nil {
+			t.Errorf("loss %v accepted", loss)
+		}
+	}
+}

@@ -63,6 +63,17 @@ type Session struct {
 	// Trace marks a session replayed from a trace: its single turn's prompt
 	// is Blocks, not text.
 	Trace bool
+	// Stream marks a session whose requests are streamed: the router
+	// settles a request's prefill weight at its first byte, which for a
+	// request not streamed comes with the whole answer.
+	Stream bool
+	// TokenScale is the router's token estimate (body bytes / 4) over the
+	// engine's tokens for this session's text (0: 1, the stand-in
+	// tokenizer's four bytes a token): a real tokenizer counts code, JSON
+	// and other scripts differently from English prose. The fleet
+	// simulator tokenizes the session's text at 4·TokenScale bytes a
+	// token. Trace sessions ignore it (their lengths are the trace's).
+	TokenScale float64
 }
 
 // Turn is one request of a session.
