@@ -7,9 +7,15 @@ package e2eproc
 
 import (
 	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"regexp"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -128,4 +134,101 @@ func (p *Proc) Exit(limit time.Duration) (exited bool, err error) {
 	case <-timer.C:
 		return false, nil
 	}
+}
+
+// clusterView is the part of /debug/cluster these helpers read.
+type clusterView struct {
+	Members []struct {
+		Name string `json:"name"`
+		Addr string `json:"addr"`
+	} `json:"members"`
+}
+
+func getCluster(ctx context.Context, admin string) (clusterView, error) {
+	var c clusterView
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/debug/cluster", nil)
+	if err != nil {
+		return c, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return c, err
+	}
+	defer resp.Body.Close()
+	return c, json.NewDecoder(resp.Body).Decode(&c)
+}
+
+// GossipAddr is the gossip address the replica called name, whose admin
+// listener is admin, advertises: what the next replicas --join.
+func GossipAddr(ctx context.Context, admin, name string) (string, error) {
+	c, err := getCluster(ctx, admin)
+	if err != nil {
+		return "", err
+	}
+	for _, m := range c.Members {
+		if m.Name == name {
+			return m.Addr, nil
+		}
+	}
+	return "", fmt.Errorf("%s is not among its own members", name)
+}
+
+// WaitMembers waits, up to 30 s or until ctx ends, until every replica in
+// reps sees n gossip members.
+func WaitMembers(ctx context.Context, reps []*Proc, n int) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for _, r := range reps {
+		for {
+			c, err := getCluster(ctx, r.Admin)
+			if err == nil && len(c.Members) == n {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("%s does not see %d gossip members", r.Name, n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// LaunchReplicas runs n `bin serve` replicas in front of engines, named
+// router-0..n-1, gossiping on 127.0.0.1 under a fresh random key, each
+// after the first joining the first, with args added to each; it returns
+// once every replica sees all n members. logf(name) receives a replica's
+// log lines (nil: none). The replicas it started are returned even with an
+// error: the caller stops them.
+func LaunchReplicas(ctx context.Context, bin string, n int, engines []string, logf func(name string) func(string), args ...string) ([]*Proc, error) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return nil, err
+	}
+	key := base64.StdEncoding.EncodeToString(raw)
+	var procs []*Proc
+	seed := ""
+	for i := range n {
+		name := fmt.Sprintf("router-%d", i)
+		argv := append([]string{"--endpoints", strings.Join(engines, ","), "--node-name", name,
+			"--gossip-key", key, "--gossip-bind", "127.0.0.1:0", "--drain-delay", "0s"}, args...)
+		if seed != "" {
+			argv = append(argv, "--join", seed)
+		}
+		var lf func(string)
+		if logf != nil {
+			lf = logf(name)
+		}
+		p, err := LaunchServe(bin, name, lf, argv...)
+		if p != nil {
+			procs = append(procs, p)
+		}
+		if err != nil {
+			return procs, err
+		}
+		if seed == "" {
+			if seed, err = GossipAddr(ctx, p.Admin, name); err != nil {
+				return procs, err
+			}
+		}
+	}
+	return procs, WaitMembers(ctx, procs, n)
 }

@@ -11,19 +11,14 @@ package main
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"log"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -137,34 +132,14 @@ func run(ctx context.Context, o *options, w workload.MultiTurn, policy string) (
 		}
 		engines = append(engines, p.URL)
 	}
-	var routers []string
-	seed := ""
-	key := make([]byte, 32) // this run's gossip key: gossip refuses to run without one
-	_, _ = crand.Read(key)
-	for i := range o.replicas {
-		name := fmt.Sprintf("router-%d", i)
-		args := []string{"--endpoints", strings.Join(engines, ","), "--policy", policy, "--node-name", name,
-			"--gossip-key", base64.StdEncoding.EncodeToString(key),
-			"--gossip-bind", "127.0.0.1:0", "--drain-delay", "0s"}
-		if seed != "" {
-			args = append(args, "--join", seed)
-		}
-		p, err := e2eproc.LaunchServe(o.bin, name, logf(name), args...)
-		if p != nil {
-			procs = append(procs, p)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if seed == "" {
-			if seed, err = gossipAddr(ctx, p.Admin, name); err != nil {
-				return nil, err
-			}
-		}
-		routers = append(routers, p.URL)
-	}
-	if err := waitMembers(ctx, procs[o.engines:], o.replicas); err != nil {
+	reps, err := e2eproc.LaunchReplicas(ctx, o.bin, o.replicas, engines, logf, "--policy", policy)
+	procs = append(procs, reps...)
+	if err != nil {
 		return nil, err
+	}
+	var routers []string
+	for _, p := range reps {
+		routers = append(routers, p.URL)
 	}
 	sessions, err := w.Sessions()
 	if err != nil {
@@ -198,57 +173,4 @@ func run(ctx context.Context, o *options, w workload.MultiTurn, policy string) (
 		}
 	}
 	return rep, nil
-}
-
-type cluster struct {
-	Members []struct {
-		Name string `json:"name"`
-		Addr string `json:"addr"`
-	} `json:"members"`
-}
-
-func getCluster(ctx context.Context, admin string) (cluster, error) {
-	var c cluster
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/debug/cluster", nil)
-	if err != nil {
-		return c, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return c, err
-	}
-	defer resp.Body.Close()
-	return c, json.NewDecoder(resp.Body).Decode(&c)
-}
-
-// gossipAddr is the gossip address replica name advertises.
-func gossipAddr(ctx context.Context, admin, name string) (string, error) {
-	c, err := getCluster(ctx, admin)
-	if err != nil {
-		return "", err
-	}
-	for _, m := range c.Members {
-		if m.Name == name {
-			return m.Addr, nil
-		}
-	}
-	return "", fmt.Errorf("%s is not among its own members", name)
-}
-
-// waitMembers waits until every replica sees n members.
-func waitMembers(ctx context.Context, reps []*e2eproc.Proc, n int) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for _, r := range reps {
-		for {
-			c, err := getCluster(ctx, r.Admin)
-			if err == nil && len(c.Members) == n {
-				break
-			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				return fmt.Errorf("%s does not see %d gossip members", r.Name, n)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	return nil
 }

@@ -23,8 +23,6 @@ package main
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -260,12 +258,6 @@ type result struct {
 	Report   string  `json:"report"`
 }
 
-func newKey() string {
-	key := make([]byte, 32) // gossip refuses to run without a key
-	_, _ = crand.Read(key)
-	return base64.StdEncoding.EncodeToString(key)
-}
-
 // runOne starts fresh engines and system s in front of them, drives
 // workload wl through s and stops every process.
 func runOne(ctx context.Context, o *options, s system, wl string, round int) (res result, err error) {
@@ -309,33 +301,17 @@ func runOne(ctx context.Context, o *options, s system, wl string, round int) (re
 	var urls, admins []string
 	switch s.Kind {
 	case "prefixring":
-		seed, key := "", newKey()
-		for i := range s.Replicas {
-			name := fmt.Sprintf("router-%d", i)
-			args := []string{"--endpoints", strings.Join(engines, ","), "--node-name", name,
-				"--gossip-key", key, "--gossip-bind", "127.0.0.1:0", "--drain-delay", "0s"}
-			if o.policy != "" {
-				args = append(args, "--policy", o.policy)
-			}
-			if seed != "" {
-				args = append(args, "--join", seed)
-			}
-			p, err := e2eproc.LaunchServe(o.bin, name, logf(name), args...)
-			if p != nil {
-				procs = append(procs, p)
-			}
-			if err != nil {
-				return res, err
-			}
-			if seed == "" {
-				if seed, err = gossipAddr(ctx, p.Admin, name); err != nil {
-					return res, err
-				}
-			}
-			urls, admins = append(urls, p.URL), append(admins, p.Admin)
+		var extra []string
+		if o.policy != "" {
+			extra = []string{"--policy", o.policy}
 		}
-		if err := waitMembers(ctx, procs[o.engines:], s.Replicas); err != nil {
+		reps, err := e2eproc.LaunchReplicas(ctx, o.bin, s.Replicas, engines, logf, extra...)
+		procs = append(procs, reps...)
+		if err != nil {
 			return res, err
+		}
+		for _, p := range reps {
+			urls, admins = append(urls, p.URL), append(admins, p.Admin)
 		}
 	default:
 		if tmp, err = os.MkdirTemp("", "vs-haproxy-"); err != nil {
@@ -615,59 +591,6 @@ func sumFamily(fams families, name string, each func(map[string]string, float64)
 		}
 	}
 	return sum
-}
-
-type cluster struct {
-	Members []struct {
-		Name string `json:"name"`
-		Addr string `json:"addr"`
-	} `json:"members"`
-}
-
-func getCluster(ctx context.Context, admin string) (cluster, error) {
-	var c cluster
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/debug/cluster", nil)
-	if err != nil {
-		return c, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return c, err
-	}
-	defer resp.Body.Close()
-	return c, json.NewDecoder(resp.Body).Decode(&c)
-}
-
-// gossipAddr is the gossip address replica name advertises.
-func gossipAddr(ctx context.Context, admin, name string) (string, error) {
-	c, err := getCluster(ctx, admin)
-	if err != nil {
-		return "", err
-	}
-	for _, m := range c.Members {
-		if m.Name == name {
-			return m.Addr, nil
-		}
-	}
-	return "", fmt.Errorf("%s is not among its own members", name)
-}
-
-// waitMembers waits until every replica sees n members.
-func waitMembers(ctx context.Context, reps []*e2eproc.Proc, n int) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for _, r := range reps {
-		for {
-			c, err := getCluster(ctx, r.Admin)
-			if err == nil && len(c.Members) == n {
-				break
-			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				return fmt.Errorf("%s does not see %d gossip members", r.Name, n)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	return nil
 }
 
 // rng is a range over runs.
