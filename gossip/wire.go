@@ -9,7 +9,7 @@ import (
 	"github.com/prefixring/prefixring/internal/wire"
 )
 
-// Wire format, version 3. Every message starts with the version byte and a
+// Wire format, version 4. Every message starts with the version byte and a
 // kind byte; integers are varints, strings length-prefixed.
 //
 //	delta:    an entry without its endpoint list (core.AppendDelta)
@@ -27,10 +27,11 @@ import (
 // build carries no payload for is skipped, and so is one its payload
 // cannot decode: each is counted, never the whole message. A message of
 // another version or an unknown kind is refused, counted and logged (at
-// most once a minute a reason). Version 2 had three push/pull kinds and
-// one kind per payload; version 1 had no listed bits.
+// most once a minute a reason). Version 3 had no evidence bits; version 2
+// had three push/pull kinds and one kind per payload; version 1 had no
+// listed bits.
 const (
-	wireVersion = 3
+	wireVersion = 4
 
 	kindDelta    byte = 1
 	kindFull     byte = 2
