@@ -342,6 +342,9 @@ type EndpointHealth struct {
 	Until     time.Time `json:"ejected_until,omitzero"`
 	Ejections int       `json:"ejections_in_a_row,omitempty"`
 	LastError string    `json:"last_error,omitempty"`
+	// Served: it answered this replica's requests within ServedWindow, so
+	// under gossip this replica vouches for it (see evidence.go).
+	Served bool `json:"served,omitempty"`
 	// KVCapacity is the KV capacity in tokens the ring bounds K by (0:
 	// unknown); KVSource where it came from: "override", or the engine
 	// scraped (vllm, sglang, llama.cpp).
@@ -351,12 +354,13 @@ type EndpointHealth struct {
 
 // Health returns this replica's own checks of every endpoint it knows.
 func (s *Set) Health() []EndpointHealth {
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]EndpointHealth, 0, len(s.checks))
 	for id, c := range s.checks {
 		h := EndpointHealth{ID: id, Ejected: c.ejected, Fails: max(c.pfails, c.requestFails()), Until: c.until,
-			Ejections: c.ejections, LastError: c.lastErr}
+			Ejections: c.ejections, LastError: c.lastErr, Served: c.servedAt(now, s.cfg.ServedWindow)}
 		h.KVCapacity, h.KVSource = s.kvSourceLocked(id)
 		out = append(out, h)
 	}

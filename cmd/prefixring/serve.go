@@ -66,6 +66,7 @@ func serveFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "ejection-time", Value: hd.BaseEjection, EnvVars: env("ejection-time"), Usage: "an endpoint ejected for failed requests stays out at least this long, times the ejections in a row (as Envoy's outlier detection); one ejected by its probes returns at its first passing probe"},
 		&cli.DurationFlag{Name: "max-ejection-time", Value: hd.MaxEjection, EnvVars: env("max-ejection-time"), Usage: "cap of --ejection-time times the ejections in a row"},
 		&cli.IntFlag{Name: "max-ejection-percent", Value: hd.MaxEjectionPercent, EnvVars: env("max-ejection-percent"), Usage: "most endpoints, in percent, that failed requests may eject at once (at least one); 100: no cap"},
+		&cli.DurationFlag{Name: "served-window", Value: hd.ServedWindow, EnvVars: env("served-window"), Usage: "with gossip: a replica whose requests an endpoint answered this recently vouches for it, so another replica's failed requests alone do not eject it cluster-wide; failed requests no replica contradicts do"},
 		&cli.IntFlag{Name: "panic-threshold", Value: hd.PanicThreshold, EnvVars: env("panic-threshold"), Usage: "below this percent of healthy endpoints, route to all of them rather than answer 503; 0: off"},
 		&cli.StringSliceFlag{Name: "kv-capacity", EnvVars: env("kv-capacity"), Usage: "engines' KV cache capacity in tokens, which bounds the prompt tokens the ring keeps in flight on each (K); wins over --kv-scrape: TOKENS for every endpoint, or ENDPOINT=TOKENS for one, ENDPOINT its URL or label, comma-separated (http://10.0.0.7:8000=396000,gpu-b=200000)"},
 		&cli.BoolFlag{Name: "kv-scrape", Value: kd.Scrape, EnvVars: env("kv-scrape"), Usage: "learn each engine's KV cache capacity from it: vLLM's vllm:cache_config_info or SGLang's sglang:max_total_num_tokens (--enable-metrics) at --kv-metrics-path, else llama-server's /props (n_ctx × total_slots); read when an endpoint appears and every --kv-scrape-interval, never on a request's path; an endpoint whose capacity stays unknown has no K bound"},
@@ -146,6 +147,7 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 	hc.Path, hc.FailureThreshold = c.String("health-path"), c.Int("failure-threshold")
 	hc.BaseEjection, hc.MaxEjection = c.Duration("ejection-time"), c.Duration("max-ejection-time")
 	hc.MaxEjectionPercent, hc.PanicThreshold = c.Int("max-ejection-percent"), c.Int("panic-threshold")
+	hc.ServedWindow = c.Duration("served-window")
 
 	if cfg.KV, err = kvConfig(c); err != nil {
 		return cfg, nil, err
