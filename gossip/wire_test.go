@@ -55,8 +55,8 @@ func TestEnvelopeWire(t *testing.T) {
 	// The entries' encoding is core's, unchanged (golden); the envelope
 	// adds the version, the kind, the sender, a count and a tag and
 	// length a section.
-	const golden = "0303" + "027230" + "01" + "00" + "36" + "01" + "027230" + "0d31302e302e302e313a37393436" + "0703" + "80f0cbf28365" + "00" +
-		"02" + "0a687474703a2f2f613a31" + "0a687474703a2f2f623a31" + "0400" + "02" + "03"
+	const golden = "0403" + "027230" + "01" + "00" + "37" + "01" + "027230" + "0d31302e302e302e313a37393436" + "0703" + "80f0cbf28365" + "00" +
+		"02" + "0a687474703a2f2f613a31" + "0a687474703a2f2f623a31" + "0400" + "02" + "03" + "00"
 	if got := hex.EncodeToString(encodeEnvelope("r0", []core.Entry{e})); got != golden {
 		t.Fatalf("envelope encoding changed:\n%s\n%s", got, golden)
 	}

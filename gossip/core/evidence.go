@@ -1,21 +1,33 @@
 package core
 
+import "slices"
+
 // WithRequestEvidence returns e with what its replica's requests say of
 // each endpoint it lists: failing, the endpoints it holds out because they
 // failed its requests (of those it sees down); served, those that answered
-// its requests lately (of those it sees up). Other entries are unchanged:
-// entries are immutable.
+// its requests lately (of those it sees up). A slice with no true element
+// is nil, as the codec decodes it. e itself is unchanged: entries are
+// immutable.
 func (e Entry) WithRequestEvidence(failing, served map[string]bool) Entry {
-	e.Failing, e.Served = make([]bool, len(e.Endpoints)), make([]bool, len(e.Endpoints))
+	f, s := make([]bool, len(e.Endpoints)), make([]bool, len(e.Endpoints))
 	for i, id := range e.Endpoints {
 		if !e.listed(i) {
 			continue
 		}
 		down := i < len(e.Down) && e.Down[i]
-		e.Failing[i] = down && failing[id]
-		e.Served[i] = !down && served[id]
+		f[i] = down && failing[id]
+		s[i] = !down && served[id]
 	}
+	e.Failing, e.Served = noneNil(f), noneNil(s)
 	return e
+}
+
+// noneNil returns bits, or nil when none is set.
+func noneNil(bits []bool) []bool {
+	if slices.Contains(bits, true) {
+		return bits
+	}
+	return nil
 }
 
 func (e Entry) failing(i int) bool { return i < len(e.Failing) && e.Failing[i] && e.Down[i] }
@@ -40,5 +52,5 @@ func splitEvidence(down, bits []bool) (failing, served []bool) {
 	for i, b := range bits {
 		failing[i], served[i] = b && down[i], b && !down[i]
 	}
-	return failing, served
+	return noneNil(failing), noneNil(served)
 }
