@@ -65,6 +65,7 @@ type Cluster struct {
 	// crashes[i] counts replica i's crashes, so a client can tell a request
 	// cut by one from a lost one.
 	crashes []int
+	paths   paths // cut network paths from replicas to engines
 }
 
 // Engine is one simulated vLLM server on the in-memory network.
@@ -352,7 +353,7 @@ func (c *Cluster) StartReplicaWith(i int, endpoints []string, mutate func(*route
 		mutate(&rc)
 	}
 	rt, err := router.New(rc, router.Options{
-		Log: log, Registry: prometheus.NewRegistry(), Transport: c.transport(),
+		Log: log, Registry: prometheus.NewRegistry(), Transport: c.replicaTransport(i),
 		Listener: ln, AdminListener: aln, Seed: c.cfg.Seed + uint64(i),
 	})
 	if err != nil {

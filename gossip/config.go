@@ -72,6 +72,12 @@ type Config struct {
 	// sent over TCP when the list changes. Default 1200.
 	MaxPacket int
 
+	// MaxEjectionPercent caps the share of the endpoint set the cluster
+	// holds out for failed requests, at least one; 100 turns the cap off
+	// (upstream.HealthConfig.MaxEjectionPercent, which a router passes).
+	// DefaultConfig: 20; zero: one at a time.
+	MaxEjectionPercent int
+
 	// Sink receives the cluster's verdict on the endpoint set and health;
 	// nil: the node applies verdicts to its balancer itself. A router passes its
 	// upstream.Set.
@@ -90,6 +96,7 @@ func DefaultConfig() Config {
 		NodeName: host, BindAddr: "0.0.0.0:7946", RejoinInterval: 10 * time.Second,
 		Interval: 100 * time.Millisecond, Heartbeat: time.Second, View: core.ViewOverlay, PushPull: 5 * time.Second,
 		StaleAfter: 5 * time.Second, ForgetAfter: time.Minute, QueueSize: 1024, MaxPacket: 1200,
+		MaxEjectionPercent: 20,
 	}
 }
 
@@ -158,6 +165,9 @@ func (c Config) Validate() error {
 	}
 	if c.PushPull <= 0 || c.RejoinInterval <= 0 || c.QueueSize < 1 || c.MaxPacket < 256 {
 		errs = append(errs, errors.New("gossip: push/pull and rejoin intervals, queue size and max packet (>= 256) must be positive"))
+	}
+	if c.MaxEjectionPercent < 0 || c.MaxEjectionPercent > 100 {
+		errs = append(errs, fmt.Errorf("gossip: max ejection percent %d must be within 0..100", c.MaxEjectionPercent))
 	}
 	return errors.Join(errs...)
 }

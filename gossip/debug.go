@@ -41,7 +41,10 @@ type EntryStatus struct {
 	Left        bool             `json:"left,omitempty"`
 	Counts      map[string]int64 `json:"counts"`
 	Down        []string         `json:"down,omitempty"`
-	Endpoints   int              `json:"endpoints"`
+	// Failing: down for failed requests; Served: vouched for (see core.Tally).
+	Failing   []string `json:"failing,omitempty"`
+	Served    []string `json:"served,omitempty"`
+	Endpoints int      `json:"endpoints"`
 }
 
 // Status returns the cluster as this replica sees it.
@@ -65,6 +68,12 @@ func (n *Node) Status() ClusterStatus {
 			}
 			if e.Down[i] {
 				es.Down = append(es.Down, id)
+			}
+			if i < len(e.Failing) && e.Failing[i] {
+				es.Failing = append(es.Failing, id)
+			}
+			if i < len(e.Served) && e.Served[i] {
+				es.Served = append(es.Served, id)
 			}
 		}
 		st.Entries = append(st.Entries, es)

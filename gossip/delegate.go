@@ -2,12 +2,6 @@ package gossip
 
 import (
 	"bytes"
-	"context"
-	"log"
-	"log/slog"
-	"regexp"
-	"sync"
-	"time"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -108,94 +102,4 @@ func kindName(b []byte) string {
 		}
 	}
 	return "other"
-}
-
-// newMemberlistLogger routes memberlist's "[LEVEL] ..." lines to slog.
-// Warnings and errors of one kind (the line with its addresses and numbers
-// taken out) are logged at most once per logEvery, with how many were
-// suppressed meanwhile: memberlist logs one line per bad packet, so garbage
-// or a wrong-key peer on the gossip port would otherwise flood the log.
-// Every line is counted in prefixring_gossip_log_lines_total.
-func newMemberlistLogger(l *slog.Logger, n *Node) *log.Logger {
-	return log.New(&logWriter{l: l, n: n, limits: newLimiter()}, "", 0)
-}
-
-const logEvery = time.Minute
-
-// limiter lets one log line of each kind through per logEvery, and counts
-// the ones it holds back.
-type limiter struct {
-	mu   sync.Mutex
-	last map[string]logKind
-}
-
-type logKind struct {
-	at         time.Time
-	suppressed int
-}
-
-func newLimiter() *limiter { return &limiter{last: map[string]logKind{}} }
-
-// allow reports whether a line of kind may be logged now, and how many were
-// held back since the last one that was.
-func (l *limiter) allow(kind string, now time.Time) (ok bool, suppressed int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	k, seen := l.last[kind]
-	if seen && now.Sub(k.at) < logEvery {
-		k.suppressed++
-		l.last[kind] = k
-		return false, 0
-	}
-	l.last[kind] = logKind{at: now}
-	return true, k.suppressed
-}
-
-// warnLimited logs a warning of kind at most once per logEvery.
-func (n *Node) warnLimited(kind, msg string, args ...any) {
-	ok, suppressed := n.logs.allow(kind, time.Now())
-	if !ok {
-		return
-	}
-	if suppressed > 0 {
-		args = append(args, "suppressed_since_last", suppressed)
-	}
-	n.log.Warn(msg, args...)
-}
-
-type logWriter struct {
-	l      *slog.Logger
-	n      *Node
-	limits *limiter
-}
-
-var logNoise = regexp.MustCompile(`(from=|addr=)?\S*[0-9]\S*`)
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	msg := string(bytes.TrimSpace(p))
-	level := slog.LevelDebug
-	switch {
-	case bytes.HasPrefix(p, []byte("[ERR]")):
-		level = slog.LevelError
-	case bytes.HasPrefix(p, []byte("[WARN]")):
-		level = slog.LevelWarn
-	case bytes.HasPrefix(p, []byte("[INFO]")):
-		level = slog.LevelInfo
-	}
-	if level < slog.LevelWarn {
-		w.l.Log(context.Background(), level, msg)
-		return len(p), nil
-	}
-	if w.n != nil && w.n.met != nil {
-		w.n.met.logLines.WithLabelValues(level.String()).Inc()
-	}
-	ok, suppressed := w.limits.allow(logNoise.ReplaceAllString(msg, ""), time.Now())
-	switch {
-	case !ok:
-	case suppressed > 0:
-		w.l.Log(context.Background(), level, msg, "suppressed_since_last", suppressed)
-	default:
-		w.l.Log(context.Background(), level, msg)
-	}
-	return len(p), nil
 }

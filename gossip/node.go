@@ -69,6 +69,9 @@ type observations struct {
 	endpoints  []string // discovered; nil until the first observation
 	discovered bool
 	down       map[string]bool
+	// failing: down for failed requests; served: up, and answered requests
+	// lately (see core.Entry.WithRequestEvidence).
+	failing, served map[string]bool
 }
 
 // VerdictSink receives the cluster's verdict: the endpoint set to route to
@@ -219,20 +222,19 @@ func (n *Node) wake() {
 }
 
 // Vote records this replica's vote on the endpoint set, as the set's
-// owner (upstream.Set) reports it: the endpoints it discovered and those
-// its checks see down. A vote older than one already recorded (by
-// gen) are ignored. It does not block: the merge loop picks them up.
-func (n *Node) Vote(gen uint64, discovered, down []string) {
+// owner (upstream.Set) reports it: the endpoints it discovered, those its
+// checks see down, those of them down for failed requests, and those up
+// that answered its requests lately. A vote older than one already
+// recorded (by gen) is ignored. It does not block: the merge loop picks
+// them up.
+func (n *Node) Vote(gen uint64, discovered, down, failing, served []string) {
 	n.mu.Lock()
 	if gen < n.obs.gen {
 		n.mu.Unlock()
 		return
 	}
 	n.obs.gen, n.obs.endpoints, n.obs.discovered = gen, slices.Clone(discovered), true
-	n.obs.down = make(map[string]bool, len(down))
-	for _, id := range down {
-		n.obs.down[id] = true
-	}
+	n.obs.down, n.obs.failing, n.obs.served = setOf(down), setOf(failing), setOf(served)
 	n.mu.Unlock()
 	n.wake()
 }

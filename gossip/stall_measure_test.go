@@ -98,7 +98,7 @@ func measureStall(t *testing.T, n int, sync_ bool) (stall, build time.Duration) 
 	if set != nil {
 		_ = set.SetSource("static", ids)
 	} else {
-		node.Vote(1, ids, nil)
+		node.Vote(1, ids, nil, nil, nil)
 	}
 	for {
 		st, _ := bal.Status()

@@ -113,7 +113,7 @@ func (n *Node) applyVerdictLocked(now time.Time) {
 	if !n.obs.discovered {
 		return // nothing to vote with yet
 	}
-	v := core.Tally(n.view.Voters(n.ownEntry(now)))
+	v := core.Tally(n.view.Voters(n.ownEntry(now)), n.cfg.MaxEjectionPercent)
 	if n.view.applied && v.Equal(n.view.verdict) {
 		return
 	}

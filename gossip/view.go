@@ -31,5 +31,14 @@ func (n *Node) ownEntry(now time.Time) core.Entry {
 			eps = append(eps, s.ID)
 		}
 	}
-	return core.NewEntryKV(n.cfg.NodeName, n.addr, n.inc, n.ver, now, eps, n.bal.Inflight().Counts(), n.bal.Inflight().KVCounts(), n.obs.down)
+	return core.NewEntryKV(n.cfg.NodeName, n.addr, n.inc, n.ver, now, eps, n.bal.Inflight().Counts(), n.bal.Inflight().KVCounts(), n.obs.down).
+		WithRequestEvidence(n.obs.failing, n.obs.served)
+}
+
+func setOf(ids []string) map[string]bool {
+	m := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
 }

@@ -21,6 +21,8 @@ func (r *Replica) startGossip() error {
 	}
 	gc := *r.cfg.Gossip
 	gc.Sink = r.endpoints
+	// The cluster caps its ejections as each replica caps its own.
+	gc.MaxEjectionPercent = r.cfg.Health.MaxEjectionPercent
 	n, err := gossip.New(gc, r.balancer, r.reg, r.log)
 	if err != nil {
 		return err

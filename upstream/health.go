@@ -53,12 +53,20 @@ type HealthConfig struct {
 	// 503 (Envoy's healthy_panic_threshold, whose default, 50, this
 	// keeps). 0 turns panic mode off.
 	PanicThreshold int
+	// ServedWindow: with gossip, a replica whose requests an endpoint
+	// answered within this window vouches for it, so another replica's
+	// failed requests alone do not take it out of the cluster's set (a bad
+	// network path of one replica), while failed requests that no replica
+	// contradicts do (see gossip/core.Tally). Default 10s, the interval
+	// over which Envoy's outlier detection weighs an endpoint's successes.
+	ServedWindow time.Duration
 }
 
 // DefaultHealthConfig returns the documented defaults.
 func DefaultHealthConfig() HealthConfig {
 	return HealthConfig{Interval: 5 * time.Second, Timeout: 2 * time.Second, Path: "/health", FailureThreshold: 3,
-		BaseEjection: 30 * time.Second, MaxEjection: 5 * time.Minute, MaxEjectionPercent: 20, PanicThreshold: 50}
+		BaseEjection: 30 * time.Second, MaxEjection: 5 * time.Minute, MaxEjectionPercent: 20, PanicThreshold: 50,
+		ServedWindow: 10 * time.Second}
 }
 
 // Validate reports a configuration the checker cannot run with.
@@ -76,6 +84,8 @@ func (c HealthConfig) Validate() error {
 		return fmt.Errorf("max ejection percent %d must be within 0..100", c.MaxEjectionPercent)
 	case c.PanicThreshold < 0 || c.PanicThreshold > 100:
 		return fmt.Errorf("panic threshold %d must be within 0..100", c.PanicThreshold)
+	case c.ServedWindow <= 0:
+		return fmt.Errorf("served window %v must be > 0", c.ServedWindow)
 	}
 	return nil
 }
@@ -97,6 +107,7 @@ type check struct {
 	inSince    time.Time // back in since
 	lastErr    string
 	byRequests bool
+	lastOK     time.Time // its last answer to a request
 }
 
 func (c *check) out() bool { return c != nil && c.ejected }
@@ -107,14 +118,25 @@ func (c *check) silent(threshold int) bool { return c != nil && c.mute >= thresh
 // requestFails is the consecutive failed requests that count against it.
 func (c *check) requestFails() int { return c.rfails + len(c.pending) }
 
-// ObserveSuccess records a request that endpoint id answered.
+// ObserveSuccess records a request that endpoint id answered. The first
+// answer in ServedWindow tells the arbiter (see evidence.go).
 func (s *Set) ObserveSuccess(id string) {
+	now := s.now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c := s.checks[id]; c != nil && !c.ejected {
-		c.rfails = 0
-		clear(c.pending)
+	c := s.checks[id]
+	if c == nil || c.ejected {
+		s.mu.Unlock()
+		return
 	}
+	c.rfails = 0
+	clear(c.pending)
+	fresh := s.arbiter != nil && !c.servedAt(now, s.cfg.ServedWindow)
+	c.lastOK = now
+	if fresh {
+		s.rebuildLocked()
+		return
+	}
+	s.mu.Unlock()
 }
 
 // ObserveFailure records a request that failed on endpoint id: passive
@@ -320,6 +342,9 @@ type EndpointHealth struct {
 	Until     time.Time `json:"ejected_until,omitzero"`
 	Ejections int       `json:"ejections_in_a_row,omitempty"`
 	LastError string    `json:"last_error,omitempty"`
+	// Served: it answered this replica's requests within ServedWindow, so
+	// under gossip this replica vouches for it (see evidence.go).
+	Served bool `json:"served,omitempty"`
 	// KVCapacity is the KV capacity in tokens the ring bounds K by (0:
 	// unknown); KVSource where it came from: "override", or the engine
 	// scraped (vllm, sglang, llama.cpp).
@@ -329,12 +354,13 @@ type EndpointHealth struct {
 
 // Health returns this replica's own checks of every endpoint it knows.
 func (s *Set) Health() []EndpointHealth {
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]EndpointHealth, 0, len(s.checks))
 	for id, c := range s.checks {
 		h := EndpointHealth{ID: id, Ejected: c.ejected, Fails: max(c.pfails, c.requestFails()), Until: c.until,
-			Ejections: c.ejections, LastError: c.lastErr}
+			Ejections: c.ejections, LastError: c.lastErr, Served: c.servedAt(now, s.cfg.ServedWindow)}
 		h.KVCapacity, h.KVSource = s.kvSourceLocked(id)
 		out = append(out, h)
 	}

@@ -75,7 +75,7 @@ func newTestSet(t *testing.T, cfg HealthConfig, fn *fakeNet, o ...func(*Options)
 
 func fastHealth() HealthConfig {
 	return HealthConfig{Interval: time.Second, Timeout: time.Second, Path: "/health", FailureThreshold: 3,
-		BaseEjection: 30 * time.Second, MaxEjection: 5 * time.Minute}
+		BaseEjection: 30 * time.Second, MaxEjection: 5 * time.Minute, ServedWindow: 10 * time.Second}
 }
 
 // TestEjectedEndpointThatLeavesAndReturnsIsUsedAgain is the Kubernetes path
@@ -233,6 +233,7 @@ func TestHealthConfigValidate(t *testing.T) {
 		{Interval: time.Second, Timeout: 0, FailureThreshold: 1},
 		{Interval: time.Second, Timeout: time.Second, FailureThreshold: 0},
 		{Interval: time.Second, Timeout: time.Second, FailureThreshold: 1, BaseEjection: time.Minute, MaxEjection: time.Second},
+		{Interval: time.Second, Timeout: time.Second, FailureThreshold: 1},
 	}
 	for _, c := range bad {
 		if c.Validate() == nil {

@@ -30,9 +30,10 @@ type Snapshot struct {
 	byID      map[string]int
 	// Gen grows with every change.
 	Gen uint64
-	// This replica's own observations, for the arbiter: what it discovered
-	// and what its checks hold out.
-	discovered, down []string
+	// This replica's own observations, for the arbiter: what it discovered,
+	// what its checks hold out, for failed requests, and what answered its
+	// requests lately (see Arbiter).
+	discovered, down, failing, served []string
 	// Panic: too few endpoints are healthy, so every one is routed as
 	// healthy (see HealthConfig.PanicThreshold).
 	Panic bool
@@ -59,9 +60,12 @@ func (s *Snapshot) IDs() []string {
 // Arbiter turns this replica's own observations into the cluster's verdict:
 // the gossip node, which hands the verdict back through [Set.ApplyVerdict].
 // Vote must not block. gen orders observations: an arbiter keeps the
-// highest it has seen.
+// highest it has seen. discovered are the endpoints this replica's sources
+// name; down, those its checks hold out; failing, those of down held out
+// for failed requests (not probes); served, those up that answered its
+// requests within HealthConfig.ServedWindow.
 type Arbiter interface {
-	Vote(gen uint64, discovered, down []string)
+	Vote(gen uint64, discovered, down, failing, served []string)
 }
 
 // Set is the one owner of the endpoint set and its health. Sources (static
@@ -328,6 +332,7 @@ func (s *Set) rebuildLocked() {
 	s.gen++
 	snap := &Snapshot{Endpoints: routed, byID: make(map[string]int, len(routed)), Gen: s.gen,
 		discovered: s.localIDs(), down: s.downLocked(observed), Panic: panicking}
+	snap.failing, snap.served = s.evidenceLocked(observed, s.now())
 	for i, e := range routed {
 		snap.byID[e.ID] = i
 	}
@@ -482,6 +487,7 @@ func (s *Set) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.Dispatch(ctx) })
 	wg.Go(func() { s.probeLoop(ctx) })
+	wg.Go(func() { s.servedLoop(ctx) })
 	if s.kvCfg.Scrape {
 		wg.Go(func() { s.kvLoop(ctx) })
 	}
@@ -504,8 +510,9 @@ func (s *Set) Dispatch(ctx context.Context) {
 			s.mu.Lock()
 			a := s.arbiter
 			s.mu.Unlock()
-			if a != nil && (last.Gen == 0 || !slices.Equal(last.discovered, cur.discovered) || !slices.Equal(last.down, cur.down)) {
-				a.Vote(cur.Gen, cur.discovered, cur.down)
+			if a != nil && (last.Gen == 0 || !slices.Equal(last.discovered, cur.discovered) ||
+				!slices.Equal(last.down, cur.down) || !slices.Equal(last.failing, cur.failing) || !slices.Equal(last.served, cur.served)) {
+				a.Vote(cur.Gen, cur.discovered, cur.down, cur.failing, cur.served)
 			}
 			last = cur
 			s.dispatched.Store(cur.Gen)

@@ -11,18 +11,18 @@ import (
 
 // recordingArbiter records the observations the set reports.
 type recordingArbiter struct {
-	mu               sync.Mutex
-	gen              uint64
-	discovered, down []string
-	calls            int
+	mu                                sync.Mutex
+	gen                               uint64
+	discovered, down, failing, served []string
+	calls                             int
 }
 
-func (a *recordingArbiter) Vote(gen uint64, discovered, down []string) {
+func (a *recordingArbiter) Vote(gen uint64, discovered, down, failing, served []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.calls++
 	if gen >= a.gen {
-		a.gen, a.discovered, a.down = gen, discovered, down
+		a.gen, a.discovered, a.down, a.failing, a.served = gen, discovered, down, failing, served
 	}
 }
 
@@ -30,6 +30,13 @@ func (a *recordingArbiter) get() ([]string, []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.discovered, a.down
+}
+
+// evidence returns what the last vote said of requests.
+func (a *recordingArbiter) evidence() (failing, served []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.failing, a.served
 }
 
 func TestSourcesAreUnited(t *testing.T) {

@@ -71,6 +71,7 @@ func serveFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "ejection-time", Value: hd.BaseEjection, EnvVars: env("ejection-time"), Usage: "an endpoint ejected for failed requests stays out at least this long, times the ejections in a row (as Envoy's outlier detection); one ejected by its probes returns at its first passing probe"},
 		&cli.DurationFlag{Name: "max-ejection-time", Value: hd.MaxEjection, EnvVars: env("max-ejection-time"), Usage: "cap of --ejection-time times the ejections in a row"},
 		&cli.IntFlag{Name: "max-ejection-percent", Value: hd.MaxEjectionPercent, EnvVars: env("max-ejection-percent"), Usage: "most endpoints, in percent, that failed requests may eject at once (at least one); 100: no cap"},
+		&cli.DurationFlag{Name: "served-window", Value: hd.ServedWindow, EnvVars: env("served-window"), Usage: "with gossip: a replica whose requests an endpoint answered this recently vouches for it, so another replica's failed requests alone do not eject it cluster-wide; failed requests no replica contradicts do"},
 		&cli.IntFlag{Name: "panic-threshold", Value: hd.PanicThreshold, EnvVars: env("panic-threshold"), Usage: "below this percent of healthy endpoints, route to all of them rather than answer 503; 0: off"},
 		&cli.BoolFlag{Name: "kv-average", EnvVars: env("kv-average"), Usage: "bound K (prompt tokens held in KV) by c times the average on engines whose KV capacity is unknown, as CHWBL bounds load; off: only a known capacity bounds K (docs/study.md, \"K's bound\")"},
 		&cli.Int64Flag{Name: "kv-min-bound", EnvVars: env("kv-min-bound"), Usage: "with --kv-average, every engine may hold this many KV tokens whatever the average (0: the textbook bound)"},
@@ -154,6 +155,7 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 	hc.Path, hc.FailureThreshold = c.String("health-path"), c.Int("failure-threshold")
 	hc.BaseEjection, hc.MaxEjection = c.Duration("ejection-time"), c.Duration("max-ejection-time")
 	hc.MaxEjectionPercent, hc.PanicThreshold = c.Int("max-ejection-percent"), c.Int("panic-threshold")
+	hc.ServedWindow = c.Duration("served-window")
 
 	if cfg.KV, err = kvConfig(c); err != nil {
 		return cfg, nil, err

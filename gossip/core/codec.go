@@ -9,14 +9,16 @@ import (
 // The entries' codec. Integers are varints; strings are length-prefixed.
 //
 //	header: node, addr, incarnation, version, stamp, flags (bit 0: left)
-//	entry:  header, n, n endpoint IDs, n counts, n KV counts, down bits, listed bits
-//	delta:  header, digest (8 bytes LE), n, n counts, n KV counts, down bits, listed bits
+//	entry:  header, n, n endpoint IDs, n counts, n KV counts, down bits, listed bits, evidence bits
+//	delta:  header, digest (8 bytes LE), n, n counts, n KV counts, down bits, listed bits, evidence bits
 //	table:  m, then m entries
 //
 // A delta names its endpoint list by [Digest] only, so at 500 endpoints it
 // still fits one UDP packet; the receiver expands it from an entry it holds
 // with the same list ([Delta.Expand]), or drops it and waits for a full
-// entry. Bits are ceil(n/8) bytes, bit i of byte i/8 for endpoint i.
+// entry. Bits are ceil(n/8) bytes, bit i of byte i/8 for endpoint i. An
+// evidence bit is Failing for an endpoint that is down, Served for one that
+// is up (see [Entry.WithRequestEvidence]): one never holds with the other.
 const (
 	maxEndpoints = 1 << 16
 	maxEntries   = 1 << 14
@@ -43,7 +45,8 @@ func appendCountsAndDown(b []byte, e Entry) []byte {
 		b = binary.AppendVarint(b, e.kv(i))
 	}
 	b = appendBits(b, e.Down, len(e.Counts))
-	return appendBits(b, e.Listed, len(e.Counts))
+	b = appendBits(b, e.Listed, len(e.Counts))
+	return appendBits(b, evidenceBits(e), len(e.Counts))
 }
 
 // appendBits appends n bits of flags (missing ones false).
@@ -146,6 +149,7 @@ func readCountsAndDown(r *wire.Reader, e *Entry, n int) {
 		e.KV[i] = r.Varint()
 	}
 	e.Down, e.Listed = readBits(r, n), readBits(r, n)
+	e.Failing, e.Served = splitEvidence(e.Down, readBits(r, n))
 }
 
 func readBits(r *wire.Reader, n int) []bool {

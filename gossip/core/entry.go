@@ -48,6 +48,11 @@ type Entry struct {
 	// --endpoints) is carried for its counts alone, so the bound everywhere
 	// sees every lease.
 	Listed []bool
+	// Failing[i]: Down[i] because Endpoints[i] failed this replica's
+	// requests (not its probes); Served[i]: up, and it answered this
+	// replica's requests lately. Set by [Entry.WithRequestEvidence]; see
+	// [Tally] for how they count.
+	Failing, Served []bool
 }
 
 // NewEntry builds an entry from a replica's observations: the endpoints it
@@ -133,7 +138,8 @@ func fingerprint(e Entry) uint64 { return xxhash.Sum64(AppendEntry(nil, e)) }
 // (versions and stamps aside): a replica republishes only a changed entry.
 func SameContent(a, b Entry) bool {
 	return a.Incarnation == b.Incarnation && a.Left == b.Left && slices.Equal(a.Endpoints, b.Endpoints) &&
-		slices.Equal(a.Counts, b.Counts) && sameKV(a, b) && slices.Equal(a.Down, b.Down) && slices.Equal(a.Listed, b.Listed)
+		slices.Equal(a.Counts, b.Counts) && sameKV(a, b) && slices.Equal(a.Down, b.Down) && slices.Equal(a.Listed, b.Listed) &&
+		slices.Equal(a.Failing, b.Failing) && slices.Equal(a.Served, b.Served)
 }
 
 // sameKV reports whether two entries over the same endpoints carry the same

@@ -86,7 +86,7 @@ func TestTallyMajority(t *testing.T) {
 		{"tombstones do not vote", []Entry{voter("e3"), {Node: "gone", Left: true}}, []string{"e3"}},
 	}
 	for _, c := range cases {
-		v := Tally(c.voters)
+		v := Tally(c.voters, 100)
 		if !reflect.DeepEqual(v.Down, c.down) || !reflect.DeepEqual(v.Endpoints, eps) {
 			t.Errorf("%s: %+v, want down %v", c.name, v, c.down)
 		}
@@ -98,14 +98,14 @@ func TestTallyEndpointSetByMajority(t *testing.T) {
 	b := NewEntry("b", "", 1, 1, t0, []string{"e1", "e2"}, nil, nil)
 	c := NewEntry("c", "", 1, 1, t0, []string{"e1", "e2", "new"}, nil, nil)
 	empty := NewEntry("d", "", 1, 1, t0, nil, nil, nil)
-	if v := Tally([]Entry{a, b, empty}); !reflect.DeepEqual(v.Endpoints, []string{"e1", "e2"}) {
+	if v := Tally([]Entry{a, b, empty}, 100); !reflect.DeepEqual(v.Endpoints, []string{"e1", "e2"}) {
 		t.Errorf("1 of 2 voters list new: %v", v.Endpoints)
 	}
-	if v := Tally([]Entry{a, b, c}); !reflect.DeepEqual(v.Endpoints, []string{"e1", "e2", "new"}) {
+	if v := Tally([]Entry{a, b, c}, 100); !reflect.DeepEqual(v.Endpoints, []string{"e1", "e2", "new"}) {
 		t.Errorf("2 of 3 list new: %v", v.Endpoints)
 	}
 	// Order of voters does not matter.
-	if x, y := Tally([]Entry{c, b, a}), Tally([]Entry{a, b, c}); !reflect.DeepEqual(x, y) {
+	if x, y := Tally([]Entry{c, b, a}, 100), Tally([]Entry{a, b, c}, 100); !reflect.DeepEqual(x, y) {
 		t.Errorf("order changes the verdict: %v vs %v", x, y)
 	}
 }

@@ -96,7 +96,7 @@ func (v *View) update(e Entry, now time.Time) bool {
 	}
 	v.remote = v.remote.Replace(oldp, newp)
 	return had != counts || !slices.Equal(prev.Down, e.Down) || !slices.Equal(prev.Endpoints, e.Endpoints) ||
-		!slices.Equal(prev.Listed, e.Listed)
+		!slices.Equal(prev.Listed, e.Listed) || !slices.Equal(prev.Failing, e.Failing) || !slices.Equal(prev.Served, e.Served)
 }
 
 // Voters returns own and the counted entries, the voters of [Tally].
