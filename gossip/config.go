@@ -77,6 +77,11 @@ type Config struct {
 	// upstream.Set.
 	Sink VerdictSink
 
+	// Clock is the replica's clock: the stamps it publishes and the ages
+	// it reads. nil: time.Now. Tests skew it to play a host whose clock is
+	// off.
+	Clock func() time.Time
+
 	// Transport replaces memberlist's UDP/TCP transport (tests).
 	Transport memberlist.NodeAwareTransport
 	// Tune adjusts the memberlist configuration last (tests).
@@ -121,6 +126,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxPacket == 0 {
 		c.MaxPacket = d.MaxPacket
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
 	}
 	return c
 }

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 )
 
 // ClusterStatus is what /debug/cluster shows.
@@ -46,7 +45,7 @@ type EntryStatus struct {
 
 // Status returns the cluster as this replica sees it.
 func (n *Node) Status() ClusterStatus {
-	now := time.Now()
+	now := n.cfg.Clock()
 	st := ClusterStatus{Self: n.cfg.NodeName, Isolated: n.Isolated(), View: n.loads.Mode(), Loads: map[string]int64{}, Remote: map[string]int64{},
 		Local: n.bal.Inflight().Counts()}
 	for _, m := range n.liveMembers() {

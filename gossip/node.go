@@ -108,7 +108,7 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 		cfg: cfg, bal: bal, loads: core.NewClusterLoads(bal.Inflight(), cfg.View), log: log.With("component", "gossip"),
 		inbox: make(chan []byte, cfg.QueueSize), sendq: make(chan owed, 256), replies: make(chan reply, 64),
 		poke: make(chan struct{}, 1), obs: observations{down: map[string]bool{}}, logs: newLimiter(),
-		inc: uint64(time.Now().UnixNano()), stop: make(chan struct{}), members: map[string]memberlist.Node{},
+		inc: uint64(cfg.Clock().UnixNano()), stop: make(chan struct{}), members: map[string]memberlist.Node{},
 	}
 	n.view = newView(cfg.NodeName, cfg.StaleAfter, n.loads)
 	n.sink = cfg.Sink
@@ -141,7 +141,7 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.ml = ml
 	n.addr = ml.LocalNode().Address()
-	n.publish(time.Now(), true)
+	n.publish(n.cfg.Clock(), true)
 	first := false
 	if len(n.cfg.Join) > 0 {
 		first = n.joinBounded(ctx)
@@ -173,9 +173,9 @@ func (n *Node) loop() {
 		case b := <-n.inbox:
 			n.receive(b)
 		case <-n.poke:
-			n.refresh(time.Now())
+			n.refresh(n.cfg.Clock())
 		case <-t.C:
-			n.publish(time.Now(), false)
+			n.publish(n.cfg.Clock(), false)
 		}
 	}
 }
@@ -306,7 +306,7 @@ func (n *Node) Leave(timeout time.Duration) error {
 	n.mu.Lock()
 	n.ver++
 	e := core.Entry{Node: n.cfg.NodeName, Addr: n.addr, Incarnation: n.inc, Version: n.ver,
-		Stamp: time.Now().UnixMilli(), Left: true}
+		Stamp: n.cfg.Clock().UnixMilli(), Left: true}
 	n.view.Publish(e)
 	n.last = e
 	n.mu.Unlock()

@@ -170,7 +170,7 @@ func (n *Node) receive(b []byte) {
 			in = append(in, e)
 		}
 	}
-	now := time.Now()
+	now := n.cfg.Clock()
 	if _, verdict := n.view.Receive(now, in...); verdict {
 		n.applyVerdictLocked(now)
 	}
