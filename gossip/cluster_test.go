@@ -40,7 +40,7 @@ type cluster struct {
 	// skew sets a replica's clock off the bubble's by the duration (a
 	// host whose clock is wrong), by name.
 	skew map[string]time.Duration
-	plug  func(name string, n *Node) // before Start (Carry)
+	plug func(name string, n *Node) // before Start (Carry)
 	// started and stopped, if set, hear of each replica's start and of
 	// its crash or leave (the sketch rig runs each replica's share).
 	started, stopped func(name string)

@@ -31,16 +31,20 @@ type MemberStatus struct {
 
 // EntryStatus is one replica's entry as this replica holds it.
 type EntryStatus struct {
-	Node        string           `json:"node"`
-	Addr        string           `json:"addr"`
-	Incarnation uint64           `json:"incarnation"`
-	Version     uint64           `json:"version"`
-	AgeMillis   int64            `json:"age_ms"`
-	Counted     bool             `json:"counted"`
-	Left        bool             `json:"left,omitempty"`
-	Counts      map[string]int64 `json:"counts"`
-	Down        []string         `json:"down,omitempty"`
-	Endpoints   int              `json:"endpoints"`
+	Node        string `json:"node"`
+	Addr        string `json:"addr"`
+	Incarnation uint64 `json:"incarnation"`
+	Version     uint64 `json:"version"`
+	AgeMillis   int64  `json:"age_ms"` // since this replica heard it, by its own clock
+	// SkewMillis is this replica's clock minus the owner's, measured on
+	// the owner's own publications (absent before one arrived); see
+	// prefixring_gossip_clock_skew_seconds.
+	SkewMillis *int64           `json:"skew_ms,omitempty"`
+	Counted    bool             `json:"counted"`
+	Left       bool             `json:"left,omitempty"`
+	Counts     map[string]int64 `json:"counts"`
+	Down       []string         `json:"down,omitempty"`
+	Endpoints  int              `json:"endpoints"`
 }
 
 // Status returns the cluster as this replica sees it.
@@ -56,8 +60,12 @@ func (n *Node) Status() ClusterStatus {
 	defer n.mu.Unlock()
 	for _, e := range n.view.Table().Entries() {
 		es := EntryStatus{Node: e.Node, Addr: e.Addr, Incarnation: e.Incarnation, Version: e.Version,
-			AgeMillis: now.UnixMilli() - e.Stamp, Left: e.Left, Counts: map[string]int64{},
+			AgeMillis: now.UnixMilli() - e.Heard, Left: e.Left, Counts: map[string]int64{},
 			Counted: n.view.Liveness().Counts(e, now), Endpoints: len(e.Endpoints)}
+		if d, ok := n.clocks.skew[e.Node]; ok {
+			ms := d.Milliseconds()
+			es.SkewMillis = &ms
+		}
 		for i, id := range e.Endpoints {
 			if e.Counts[i] != 0 {
 				es.Counts[id] = e.Counts[i]

@@ -44,13 +44,14 @@ type Node struct {
 	payloads []Payload // carried (Carry), by tag
 	logs     *limiter  // rate-limits the node's own warnings
 
-	mu    sync.Mutex // guards everything below
-	view  view
-	obs   observations
-	inc   uint64
-	ver   uint64
-	last  core.Entry // our last published entry
-	lastT time.Time
+	mu     sync.Mutex // guards everything below
+	view   view
+	obs    observations
+	inc    uint64
+	ver    uint64
+	last   core.Entry // our last published entry
+	lastT  time.Time
+	clocks peerClocks // the peers' clock skews
 
 	memMu   sync.Mutex                 // guards members; never held while calling memberlist
 	members map[string]memberlist.Node // copies taken in event callbacks
@@ -108,7 +109,7 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 		cfg: cfg, bal: bal, loads: core.NewClusterLoads(bal.Inflight(), cfg.View), log: log.With("component", "gossip"),
 		inbox: make(chan []byte, cfg.QueueSize), sendq: make(chan owed, 256), replies: make(chan reply, 64),
 		poke: make(chan struct{}, 1), obs: observations{down: map[string]bool{}}, logs: newLimiter(),
-		inc: uint64(cfg.Clock().UnixNano()), stop: make(chan struct{}), members: map[string]memberlist.Node{},
+		inc: core.FirstIncarnation, stop: make(chan struct{}), members: map[string]memberlist.Node{}, clocks: newPeerClocks(),
 	}
 	n.view = newView(cfg.NodeName, cfg.StaleAfter, n.loads)
 	n.sink = cfg.Sink
