@@ -72,6 +72,17 @@ type Config struct {
 	// sent over TCP when the list changes. Default 1200.
 	MaxPacket int
 
+	// Settings is what every replica of the cluster must share for their
+	// counts and keys to add up (the load's unit, the key's settings, the
+	// bound...), one canonical, human-readable line ("name=value ...";
+	// the router builds it from its config). Replicas exchange its digest
+	// and the line in their memberlist metadata, and refuse the entries of
+	// a replica whose settings differ: they are neither summed nor voted,
+	// and the mismatch is logged, exported and shown in /debug/cluster.
+	// Empty: unknown; a replica of unknown settings (or an older build) is
+	// counted.
+	Settings string
+
 	// Sink receives the cluster's verdict on the endpoint set and health;
 	// nil: the node applies verdicts to its balancer itself. A router passes its
 	// upstream.Set.

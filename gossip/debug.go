@@ -21,6 +21,11 @@ type ClusterStatus struct {
 	Verdict  core.Verdict     `json:"verdict"`
 	Remote   map[string]int64 `json:"remote"` // the other replicas' part of Loads
 	Local    map[string]int64 `json:"local"`  // this replica's exact live counts
+	// Settings is this replica's settings summary (what every replica
+	// must share); SettingsMismatch the live members whose settings
+	// differ, with theirs: their entries are refused.
+	Settings         string             `json:"settings,omitempty"`
+	SettingsMismatch []SettingsMismatch `json:"settings_mismatch,omitempty"`
 }
 
 // MemberStatus is one live memberlist member.
@@ -51,7 +56,7 @@ type EntryStatus struct {
 func (n *Node) Status() ClusterStatus {
 	now := n.cfg.Clock()
 	st := ClusterStatus{Self: n.cfg.NodeName, Isolated: n.Isolated(), View: n.loads.Mode(), Loads: map[string]int64{}, Remote: map[string]int64{},
-		Local: n.bal.Inflight().Counts()}
+		Local: n.bal.Inflight().Counts(), Settings: n.cfg.Settings, SettingsMismatch: n.SettingsMismatch()}
 	for _, m := range n.liveMembers() {
 		st.Members = append(st.Members, MemberStatus{Name: m.Name, Addr: m.Address()})
 	}

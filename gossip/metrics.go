@@ -68,7 +68,7 @@ func newMetrics(n *Node, reg prometheus.Registerer) *metrics {
 		}
 		return float64(n.ml.NumMembers())
 	})
-	reg.MustRegister(ageCollector{n}, skewCollector{n})
+	reg.MustRegister(ageCollector{n}, skewCollector{n}, mismatchCollector{n})
 	return m
 }
 

@@ -35,6 +35,7 @@ type Node struct {
 	ml    *memberlist.Memberlist
 	sink  VerdictSink
 	addr  string // our advertise address, as memberlist reports it
+	meta  []byte // our memberlist metadata: wire version and settings
 
 	inbox   chan []byte   // copies of messages from callbacks
 	sendq   chan owed     // members owed our full entry
@@ -44,14 +45,15 @@ type Node struct {
 	payloads []Payload // carried (Carry), by tag
 	logs     *limiter  // rate-limits the node's own warnings
 
-	mu     sync.Mutex // guards everything below
-	view   view
-	obs    observations
-	inc    uint64
-	ver    uint64
-	last   core.Entry // our last published entry
-	lastT  time.Time
-	clocks peerClocks // the peers' clock skews
+	mu             sync.Mutex // guards everything below
+	view           view
+	obs            observations
+	inc            uint64
+	ver            uint64
+	last           core.Entry // our last published entry
+	lastT          time.Time
+	clocks         peerClocks        // the peers' clock skews
+	settingsWarned map[string]uint64 // peers logged with differing settings: their digest
 
 	memMu   sync.Mutex                 // guards members; never held while calling memberlist
 	members map[string]memberlist.Node // copies taken in event callbacks
@@ -109,8 +111,9 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 		cfg: cfg, bal: bal, loads: core.NewClusterLoads(bal.Inflight(), cfg.View), log: log.With("component", "gossip"),
 		inbox: make(chan []byte, cfg.QueueSize), sendq: make(chan owed, 256), replies: make(chan reply, 64),
 		poke: make(chan struct{}, 1), obs: observations{down: map[string]bool{}}, logs: newLimiter(),
-		inc: core.FirstIncarnation, stop: make(chan struct{}), members: map[string]memberlist.Node{}, clocks: newPeerClocks(),
+		inc: core.FirstIncarnation, stop: make(chan struct{}), members: map[string]memberlist.Node{}, clocks: newPeerClocks(), settingsWarned: map[string]uint64{},
 	}
+	n.meta = encodeMeta(cfg.Settings, memberlist.MetaMaxSize)
 	n.view = newView(cfg.NodeName, cfg.StaleAfter, n.loads)
 	n.sink = cfg.Sink
 	if n.sink == nil {

@@ -29,6 +29,7 @@ func (n *Node) publish(now time.Time, force bool) {
 		return
 	}
 	n.view.alive = alive
+	n.warnMismatches(members)
 	e := n.ownEntry(now)
 	send := force || !core.SameContent(e, n.last) || now.Sub(n.lastT) >= n.cfg.Heartbeat
 	listChanged := !slices.Equal(e.Endpoints, n.last.Endpoints)
@@ -104,6 +105,9 @@ func (n *Node) refreshLocked(now time.Time) {
 		if addr, ok := n.view.alive[e.Node]; (!ok || addr != e.Addr) && e.Node != n.cfg.NodeName {
 			gone[e.Node] = true
 		}
+		if n.mismatched(e.Node) { // settings changed under a live name
+			gone[e.Node] = true
+		}
 	}
 	n.view.Refresh(now, gone)
 	n.applyVerdictLocked(now)
@@ -165,6 +169,8 @@ func (n *Node) receive(b []byte) {
 			n.supersede(e)
 		case known && addr != e.Addr:
 			n.met.dropped.WithLabelValues("name_conflict").Inc()
+		case n.mismatched(e.Node):
+			n.met.dropped.WithLabelValues("settings_mismatch").Inc()
 		default:
 			if m.kind != kindEnvelope {
 				n.measureSkew(e, now) // a delta or full entry comes from its owner
