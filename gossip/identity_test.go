@@ -131,5 +131,10 @@ func TestSkewedPeerCountsAndIsReported(t *testing.T) {
 				t.Fatalf("%s reports %s's skew %v (found %v), want about %v", w.at, w.peer, got, ok, w.skew)
 			}
 		}
+		for _, e := range c.reps["r0"].node.Status().Entries {
+			if e.Node == "r1" && (e.SkewMillis == nil || *e.SkewMillis < 9500 || *e.SkewMillis > 10500 || !e.Counted) {
+				t.Fatalf("r0's /debug/cluster shows r1 as %+v", e)
+			}
+		}
 	})
 }
