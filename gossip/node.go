@@ -12,6 +12,7 @@ import (
 
 	"github.com/prefixring/prefixring/gossip/core"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -36,6 +37,8 @@ type Node struct {
 	sink  VerdictSink
 	addr  string // our advertise address, as memberlist reports it
 	meta  []byte // our memberlist metadata: wire version and settings
+	// settingsDigest is the digest of cfg.Settings, carried in meta.
+	settingsDigest uint64
 
 	inbox   chan []byte   // copies of messages from callbacks
 	sendq   chan owed     // members owed our full entry
@@ -113,7 +116,7 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 		poke: make(chan struct{}, 1), obs: observations{down: map[string]bool{}}, logs: newLimiter(),
 		inc: core.FirstIncarnation, stop: make(chan struct{}), members: map[string]memberlist.Node{}, clocks: newPeerClocks(), settingsWarned: map[string]uint64{},
 	}
-	n.meta = encodeMeta(cfg.Settings, memberlist.MetaMaxSize)
+	n.meta, n.settingsDigest = encodeMeta(cfg.Settings, memberlist.MetaMaxSize), xxhash.Sum64String(cfg.Settings)
 	n.view = newView(cfg.NodeName, cfg.StaleAfter, n.loads)
 	n.sink = cfg.Sink
 	if n.sink == nil {

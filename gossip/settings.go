@@ -68,7 +68,7 @@ func (n *Node) differs(m *memberlist.Node) (peerSettings, bool) {
 		return peerSettings{}, false
 	}
 	ps := decodeMeta(m.Meta)
-	return ps, ps.known && ps.digest != xxhash.Sum64String(n.cfg.Settings)
+	return ps, ps.known && ps.digest != n.settingsDigest
 }
 
 // SettingsMismatch returns the live members whose settings differ from

@@ -196,6 +196,8 @@ func (n *Node) supersede(e core.Entry) {
 	}
 	n.inc = core.NextIncarnation(n.inc, e)
 	n.lastT = time.Time{} // republish at the next tick
-	n.log.Info("gossip: superseding an earlier process of this name", "addr", e.Addr,
-		"its_incarnation", e.Incarnation, "incarnation", n.inc)
+	// At most once a minute: two live processes sharing a name (which
+	// Start refuses, but a partition can hide) would raise in turn.
+	n.warnLimited("supersede", "gossip: superseding an entry of this name that this process did not write (an earlier process's, or one sharing the name)",
+		"addr", e.Addr, "its_incarnation", e.Incarnation, "incarnation", n.inc)
 }
