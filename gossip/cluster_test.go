@@ -27,6 +27,7 @@ type replica struct {
 	node       *Node
 	leases     []ring.Lease
 	workers    *workers.Set // its registered-worker set, shared by gossip
+	reg        *prometheus.Registry
 }
 
 type cluster struct {
@@ -36,14 +37,24 @@ type cluster struct {
 	reps  map[string]*replica
 	key   []byte
 	tweak func(*Config)
-	plug  func(name string, n *Node) // before Start (Carry)
+	// skew sets a replica's clock off the bubble's by the duration (a
+	// host whose clock is wrong), by name.
+	skew map[string]time.Duration
+	plug func(name string, n *Node) // before Start (Carry)
 	// started and stopped, if set, hear of each replica's start and of
 	// its crash or leave (the sketch rig runs each replica's share).
 	started, stopped func(name string)
 }
 
 func newCluster(t *testing.T, seed uint64) *cluster {
-	return &cluster{t: t, net: memnet.New(seed), seed: "10.0.0.1:7946", reps: map[string]*replica{}}
+	return &cluster{t: t, net: memnet.New(seed), seed: "10.0.0.1:7946", reps: map[string]*replica{}, skew: map[string]time.Duration{}}
+}
+
+// clock is the clock of the replica named name: the bubble's, off by its
+// skew.
+func (c *cluster) clock(name string) func() time.Time {
+	off := c.skew[name]
+	return func() time.Time { return time.Now().Add(off) }
 }
 
 func testLogger() *slog.Logger {
@@ -67,11 +78,12 @@ func (c *cluster) start(name, addr string, key []byte) (*replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := Config{NodeName: name, BindAddr: addr, Join: []string{c.seed}, Key: key, Transport: tr}
+	cfg := Config{NodeName: name, BindAddr: addr, Join: []string{c.seed}, Key: key, Transport: tr, Clock: c.clock(name)}
 	if c.tweak != nil {
 		c.tweak(&cfg)
 	}
-	n, err := New(cfg, bal, prometheus.NewRegistry(), testLogger())
+	reg := prometheus.NewRegistry()
+	n, err := New(cfg, bal, reg, testLogger())
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +101,7 @@ func (c *cluster) start(name, addr string, key []byte) (*replica, error) {
 	if c.started != nil {
 		c.started(name)
 	}
-	r := &replica{name: name, addr: addr, bal: bal, node: n, workers: ws}
+	r := &replica{name: name, addr: addr, bal: bal, node: n, workers: ws, reg: reg}
 	c.reps[name] = r
 	return r, nil
 }

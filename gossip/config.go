@@ -77,11 +77,26 @@ type Config struct {
 	// (upstream.HealthConfig.MaxEjectionPercent, which a router passes).
 	// DefaultConfig: 20; zero: one at a time.
 	MaxEjectionPercent int
+	// Settings is what every replica of the cluster must share for their
+	// counts and keys to add up (the load's unit, the key's settings, the
+	// bound...), one canonical, human-readable line ("name=value ...";
+	// the router builds it from its config). Replicas exchange its digest
+	// and the line in their memberlist metadata, and refuse the entries of
+	// a replica whose settings differ: they are neither summed nor voted,
+	// and the mismatch is logged, exported and shown in /debug/cluster.
+	// Empty: unknown; a replica of unknown settings (or an older build) is
+	// counted.
+	Settings string
 
 	// Sink receives the cluster's verdict on the endpoint set and health;
 	// nil: the node applies verdicts to its balancer itself. A router passes its
 	// upstream.Set.
 	Sink VerdictSink
+
+	// Clock is the replica's clock: the stamps it publishes and the ages
+	// it reads. nil: time.Now. Tests skew it to play a host whose clock is
+	// off.
+	Clock func() time.Time
 
 	// Transport replaces memberlist's UDP/TCP transport (tests).
 	Transport memberlist.NodeAwareTransport
@@ -128,6 +143,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxPacket == 0 {
 		c.MaxPacket = d.MaxPacket
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
 	}
 	return c
 }

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 )
 
 // ClusterStatus is what /debug/cluster shows.
@@ -22,6 +21,11 @@ type ClusterStatus struct {
 	Verdict  core.Verdict     `json:"verdict"`
 	Remote   map[string]int64 `json:"remote"` // the other replicas' part of Loads
 	Local    map[string]int64 `json:"local"`  // this replica's exact live counts
+	// Settings is this replica's settings summary (what every replica
+	// must share); SettingsMismatch the live members whose settings
+	// differ, with theirs: their entries are refused.
+	Settings         string             `json:"settings,omitempty"`
+	SettingsMismatch []SettingsMismatch `json:"settings_mismatch,omitempty"`
 }
 
 // MemberStatus is one live memberlist member.
@@ -32,15 +36,19 @@ type MemberStatus struct {
 
 // EntryStatus is one replica's entry as this replica holds it.
 type EntryStatus struct {
-	Node        string           `json:"node"`
-	Addr        string           `json:"addr"`
-	Incarnation uint64           `json:"incarnation"`
-	Version     uint64           `json:"version"`
-	AgeMillis   int64            `json:"age_ms"`
-	Counted     bool             `json:"counted"`
-	Left        bool             `json:"left,omitempty"`
-	Counts      map[string]int64 `json:"counts"`
-	Down        []string         `json:"down,omitempty"`
+	Node        string `json:"node"`
+	Addr        string `json:"addr"`
+	Incarnation uint64 `json:"incarnation"`
+	Version     uint64 `json:"version"`
+	AgeMillis   int64  `json:"age_ms"` // since this replica heard it, by its own clock
+	// SkewMillis is this replica's clock minus the owner's, measured on
+	// the owner's own publications (absent before one arrived); see
+	// prefixring_gossip_clock_skew_seconds.
+	SkewMillis *int64           `json:"skew_ms,omitempty"`
+	Counted    bool             `json:"counted"`
+	Left       bool             `json:"left,omitempty"`
+	Counts     map[string]int64 `json:"counts"`
+	Down       []string         `json:"down,omitempty"`
 	// Failing: down for failed requests; Served: vouched for (see core.Tally).
 	Failing   []string `json:"failing,omitempty"`
 	Served    []string `json:"served,omitempty"`
@@ -49,9 +57,9 @@ type EntryStatus struct {
 
 // Status returns the cluster as this replica sees it.
 func (n *Node) Status() ClusterStatus {
-	now := time.Now()
+	now := n.cfg.Clock()
 	st := ClusterStatus{Self: n.cfg.NodeName, Isolated: n.Isolated(), View: n.loads.Mode(), Loads: map[string]int64{}, Remote: map[string]int64{},
-		Local: n.bal.Inflight().Counts()}
+		Local: n.bal.Inflight().Counts(), Settings: n.cfg.Settings, SettingsMismatch: n.SettingsMismatch()}
 	for _, m := range n.liveMembers() {
 		st.Members = append(st.Members, MemberStatus{Name: m.Name, Addr: m.Address()})
 	}
@@ -60,8 +68,12 @@ func (n *Node) Status() ClusterStatus {
 	defer n.mu.Unlock()
 	for _, e := range n.view.Table().Entries() {
 		es := EntryStatus{Node: e.Node, Addr: e.Addr, Incarnation: e.Incarnation, Version: e.Version,
-			AgeMillis: now.UnixMilli() - e.Stamp, Left: e.Left, Counts: map[string]int64{},
+			AgeMillis: now.UnixMilli() - e.Heard, Left: e.Left, Counts: map[string]int64{},
 			Counted: n.view.Liveness().Counts(e, now), Endpoints: len(e.Endpoints)}
+		if d, ok := n.clocks.skew[e.Node]; ok {
+			ms := d.Milliseconds()
+			es.SkewMillis = &ms
+		}
 		for i, id := range e.Endpoints {
 			if e.Counts[i] != 0 {
 				es.Counts[id] = e.Counts[i]

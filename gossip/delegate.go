@@ -18,8 +18,9 @@ var (
 	_ memberlist.ConflictDelegate = (*delegate)(nil)
 )
 
-// NodeMeta carries our wire version, for debugging mixed-version clusters.
-func (d *delegate) NodeMeta(limit int) []byte { return []byte{wireVersion} }
+// NodeMeta carries our wire version, for debugging mixed-version
+// clusters, and our settings (see settings.go).
+func (d *delegate) NodeMeta(limit int) []byte { return d.n.meta[:min(len(d.n.meta), limit)] }
 
 // NotifyMsg receives a peer's delta, full entry or envelope.
 func (d *delegate) NotifyMsg(b []byte) {

@@ -1,8 +1,6 @@
 package gossip
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
@@ -70,7 +68,7 @@ func newMetrics(n *Node, reg prometheus.Registerer) *metrics {
 		}
 		return float64(n.ml.NumMembers())
 	})
-	reg.MustRegister(ageCollector{n})
+	reg.MustRegister(ageCollector{n}, skewCollector{n}, mismatchCollector{n})
 	return m
 }
 
@@ -85,7 +83,7 @@ func (m *metrics) received(kind string, size int) {
 }
 
 var ageDesc = prometheus.NewDesc("prefixring_gossip_peer_state_age_seconds",
-	"Age of the freshest entry held from each peer, by its owner's stamp.", []string{"peer"}, nil)
+	"Age of the freshest entry held from each peer, since this replica heard it (by this replica's clock).", []string{"peer"}, nil)
 
 // ageCollector reports entry ages at scrape time, one series per peer held.
 type ageCollector struct{ n *Node }
@@ -93,7 +91,7 @@ type ageCollector struct{ n *Node }
 func (c ageCollector) Describe(ch chan<- *prometheus.Desc) { ch <- ageDesc }
 
 func (c ageCollector) Collect(ch chan<- prometheus.Metric) {
-	now := time.Now()
+	now := c.n.cfg.Clock()
 	c.n.mu.Lock()
 	entries := c.n.view.Table().Entries()
 	c.n.mu.Unlock()
@@ -101,7 +99,7 @@ func (c ageCollector) Collect(ch chan<- prometheus.Metric) {
 		if e.Node == c.n.cfg.NodeName || e.Left {
 			continue
 		}
-		age := max(0, float64(now.UnixMilli()-e.Stamp)/1000)
+		age := max(0, float64(now.UnixMilli()-e.Heard)/1000)
 		ch <- prometheus.MustNewConstMetric(ageDesc, prometheus.GaugeValue, age, e.Node)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prefixring/prefixring/gossip/core"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -35,6 +36,9 @@ type Node struct {
 	ml    *memberlist.Memberlist
 	sink  VerdictSink
 	addr  string // our advertise address, as memberlist reports it
+	meta  []byte // our memberlist metadata: wire version and settings
+	// settingsDigest is the digest of cfg.Settings, carried in meta.
+	settingsDigest uint64
 
 	inbox   chan []byte   // copies of messages from callbacks
 	sendq   chan owed     // members owed our full entry
@@ -44,13 +48,15 @@ type Node struct {
 	payloads []Payload // carried (Carry), by tag
 	logs     *limiter  // rate-limits the node's own warnings
 
-	mu    sync.Mutex // guards everything below
-	view  view
-	obs   observations
-	inc   uint64
-	ver   uint64
-	last  core.Entry // our last published entry
-	lastT time.Time
+	mu             sync.Mutex // guards everything below
+	view           view
+	obs            observations
+	inc            uint64
+	ver            uint64
+	last           core.Entry // our last published entry
+	lastT          time.Time
+	clocks         peerClocks        // the peers' clock skews
+	settingsWarned map[string]uint64 // peers logged with differing settings: their digest
 
 	memMu   sync.Mutex                 // guards members; never held while calling memberlist
 	members map[string]memberlist.Node // copies taken in event callbacks
@@ -111,8 +117,9 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 		cfg: cfg, bal: bal, loads: core.NewClusterLoads(bal.Inflight(), cfg.View), log: log.With("component", "gossip"),
 		inbox: make(chan []byte, cfg.QueueSize), sendq: make(chan owed, 256), replies: make(chan reply, 64),
 		poke: make(chan struct{}, 1), obs: observations{down: map[string]bool{}}, logs: newLimiter(),
-		inc: uint64(time.Now().UnixNano()), stop: make(chan struct{}), members: map[string]memberlist.Node{},
+		inc: core.FirstIncarnation, stop: make(chan struct{}), members: map[string]memberlist.Node{}, clocks: newPeerClocks(), settingsWarned: map[string]uint64{},
 	}
+	n.meta, n.settingsDigest = encodeMeta(cfg.Settings, memberlist.MetaMaxSize), xxhash.Sum64String(cfg.Settings)
 	n.view = newView(cfg.NodeName, cfg.StaleAfter, n.loads)
 	n.sink = cfg.Sink
 	if n.sink == nil {
@@ -144,7 +151,7 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.ml = ml
 	n.addr = ml.LocalNode().Address()
-	n.publish(time.Now(), true)
+	n.publish(n.cfg.Clock(), true)
 	first := false
 	if len(n.cfg.Join) > 0 {
 		first = n.joinBounded(ctx)
@@ -176,9 +183,9 @@ func (n *Node) loop() {
 		case b := <-n.inbox:
 			n.receive(b)
 		case <-n.poke:
-			n.refresh(time.Now())
+			n.refresh(n.cfg.Clock())
 		case <-t.C:
-			n.publish(time.Now(), false)
+			n.publish(n.cfg.Clock(), false)
 		}
 	}
 }
@@ -308,7 +315,7 @@ func (n *Node) Leave(timeout time.Duration) error {
 	n.mu.Lock()
 	n.ver++
 	e := core.Entry{Node: n.cfg.NodeName, Addr: n.addr, Incarnation: n.inc, Version: n.ver,
-		Stamp: time.Now().UnixMilli(), Left: true}
+		Stamp: n.cfg.Clock().UnixMilli(), Left: true}
 	n.view.Publish(e)
 	n.last = e
 	n.mu.Unlock()

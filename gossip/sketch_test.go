@@ -102,7 +102,7 @@ func newSketchRig(c *cluster) *sketchRig {
 		calls: map[string]int{}, stop: map[string]context.CancelFunc{}}
 	c.plug = func(name string, n *Node) {
 		src := &fakeSource{fanout: 4}
-		sh := prefix.NewShare(src, prefix.ShareConfig{Name: name, Members: n.Members, OnCommon: func(t *prefix.Common) {
+		sh := prefix.NewShare(src, prefix.ShareConfig{Name: name, Members: n.Members, Now: c.clock(name), OnCommon: func(t *prefix.Common) {
 			g.mu.Lock()
 			defer g.mu.Unlock()
 			g.got[name] = t

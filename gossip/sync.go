@@ -29,6 +29,7 @@ func (n *Node) publish(now time.Time, force bool) {
 		return
 	}
 	n.view.alive = alive
+	n.warnMismatches(members)
 	e := n.ownEntry(now)
 	send := force || !core.SameContent(e, n.last) || now.Sub(n.lastT) >= n.cfg.Heartbeat
 	listChanged := !slices.Equal(e.Endpoints, n.last.Endpoints)
@@ -38,7 +39,9 @@ func (n *Node) publish(now time.Time, force bool) {
 		n.view.Publish(e) // in the shared views, our own part changes now, as the others' will on receipt
 		n.last, n.lastT = e, now
 	}
-	n.view.Table().Forget(now, n.cfg.ForgetAfter, n.cfg.NodeName)
+	for _, node := range n.view.Table().Forget(now, n.cfg.ForgetAfter, n.cfg.NodeName) {
+		n.forgetPeer(node)
+	}
 	n.refreshLocked(now)
 	n.mu.Unlock()
 	if !send || n.ml == nil { // nil: not started; tests drive publish and receive by hand
@@ -97,7 +100,12 @@ func (n *Node) refresh(now time.Time) {
 func (n *Node) refreshLocked(now time.Time) {
 	gone := map[string]bool{}
 	for _, e := range n.view.Table().Entries() {
-		if _, ok := n.view.alive[e.Node]; !ok && e.Node != n.cfg.NodeName {
+		// Not a member, or a member at another address: an earlier
+		// process of the name, whose successor's entries will replace it.
+		if addr, ok := n.view.alive[e.Node]; (!ok || addr != e.Addr) && e.Node != n.cfg.NodeName {
+			gone[e.Node] = true
+		}
+		if n.mismatched(e.Node) { // settings changed under a live name
 			gone[e.Node] = true
 		}
 	}
@@ -153,25 +161,43 @@ func (n *Node) receive(b []byte) {
 		n.met.dropped.WithLabelValues("unknown_endpoint_list").Inc()
 		return
 	}
+	now := n.cfg.Clock()
 	in := m.entries[:0]
 	for _, e := range m.entries {
 		switch addr, known := n.view.alive[e.Node]; {
 		case e.Node == n.cfg.NodeName:
-			// An entry of ours we did not write: an earlier incarnation at
-			// our address (a restart faster than its tombstone) must be
-			// superseded; one from another address is a name conflict.
-			if e.Addr == n.addr && core.Compare(e, n.last) > 0 {
-				n.inc = max(n.inc, e.Incarnation) + 1
-				n.lastT = time.Time{} // republish at the next tick
-			}
+			n.supersede(e)
 		case known && addr != e.Addr:
 			n.met.dropped.WithLabelValues("name_conflict").Inc()
+		case n.mismatched(e.Node):
+			n.met.dropped.WithLabelValues("settings_mismatch").Inc()
 		default:
+			if m.kind != kindEnvelope {
+				n.measureSkew(e, now) // a delta or full entry comes from its owner
+			}
 			in = append(in, e)
 		}
 	}
-	now := time.Now()
 	if _, verdict := n.view.Receive(now, in...); verdict {
 		n.applyVerdictLocked(now)
 	}
+}
+
+// supersede handles an entry of our name: one newer than our last that we
+// did not write is an earlier process's of this name (a restart, at this
+// address or another; memberlist gave us the name, so that process is
+// dead), and our entries must replace it everywhere: we take an
+// incarnation above its and republish at the next tick. No clock is
+// compared: a restart on a host whose clock is behind is not ordered
+// behind its predecessor. n.mu must be held.
+func (n *Node) supersede(e core.Entry) {
+	if core.Compare(e, n.last) <= 0 {
+		return
+	}
+	n.inc = core.NextIncarnation(n.inc, e)
+	n.lastT = time.Time{} // republish at the next tick
+	// At most once a minute: two live processes sharing a name (which
+	// Start refuses, but a partition can hide) would raise in turn.
+	n.warnLimited("supersede", "gossip: superseding an entry of this name that this process did not write (an earlier process's, or one sharing the name)",
+		"addr", e.Addr, "its_incarnation", e.Incarnation, "incarnation", n.inc)
 }

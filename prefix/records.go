@@ -14,8 +14,9 @@ import (
 type SketchRecord struct {
 	Node string
 	Addr string
-	// Incarnation is the publishing process's start time (its [Share]'s),
-	// so a restarted replica's first record replaces its old one.
+	// Incarnation orders the processes that held the name: a [Share]
+	// starts at 1 and takes one above any record of its name it did not
+	// write, so a restarted replica's records replace its old ones.
 	Incarnation uint64
 	// Version orders publications within an incarnation.
 	Version uint64

@@ -37,7 +37,7 @@ type ShareConfig struct {
 	// kept (it counts again if the node comes back). Default: one minute,
 	// gossip's default for load entries.
 	ForgetAfter time.Duration
-	// Now is the clock: the incarnation and forgetting; nil: time.Now.
+	// Now is the clock, for forgetting; nil: time.Now.
 	Now func() time.Time
 }
 
@@ -90,8 +90,11 @@ type recordKey struct {
 	fp       uint64
 }
 
-// NewShare returns a share of src. Its incarnation is the clock's time, so
-// a restarted replica's records replace its predecessor's.
+// NewShare returns a share of src. Its incarnation starts at 1 and reads
+// no clock: on hearing of a record of its name it did not write (a
+// predecessor's, at any address), the share takes an incarnation above
+// it, so a restarted replica's records replace its predecessor's even on
+// a host whose clock is behind.
 func NewShare(src Source, cfg ShareConfig) *Share {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -103,7 +106,7 @@ func NewShare(src Source, cfg ShareConfig) *Share {
 		cfg.Members = func() map[string]string { return nil }
 	}
 	return &Share{src: src, cfg: cfg, changed: make(chan struct{}, 1), table: newRecordTable(),
-		inc: uint64(cfg.Now().UnixNano()), seen: map[string]time.Time{}}
+		inc: 1, seen: map[string]time.Time{}}
 }
 
 // Tag is the share's section tag, [ShareTag].
@@ -221,10 +224,11 @@ func (s *Share) merge(in []SketchRecord) {
 		switch addr, known := alive[r.Node]; {
 		case r.Node == s.cfg.Name:
 			// Ours, but not written by this process: an earlier
-			// incarnation at our address that outran ours must be
-			// superseded (the next tick republishes under the raised
-			// incarnation); another address is a name conflict.
-			if r.Addr == alive[s.cfg.Name] && compareRecords(r, s.last) > 0 {
+			// process of our name, at our address or another (the
+			// gossip node gave us the name, so it is dead), must be
+			// superseded: the next tick republishes under the raised
+			// incarnation.
+			if compareRecords(r, s.last) > 0 {
 				s.inc = max(s.inc, r.Incarnation) + 1
 			}
 		case known && addr != r.Addr:

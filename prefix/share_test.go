@@ -191,6 +191,13 @@ func TestSketchOnCommonFollowsPublishedRecords(t *testing.T) {
 	if r := n.Last(); r.Incarnation != inc+11 || len(r.Summary) == 0 {
 		t.Fatalf("our record after the raise: %+v", r)
 	}
+	// So is one at another address (a restart at a new IP, on a host
+	// whose clock was ahead): the gossip node gave us the name.
+	merge(SketchRecord{Node: "r0", Addr: "10.0.0.8:7946", Incarnation: inc + 20, Version: 3, Fanout: 4})
+	n.Publish(false)
+	if r := n.Last(); r.Incarnation != inc+21 || r.Addr != "10.0.0.1:7946" {
+		t.Fatalf("our record after a predecessor at another address: %+v", r)
+	}
 
 	// A record of a node that is no member is forgotten at the tick once
 	// it has not been one for ForgetAfter; ours and members' stay.

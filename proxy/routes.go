@@ -28,6 +28,10 @@ type Ops struct {
 	// readiness instead would take every replica of a misconfigured
 	// cluster out of service at once.
 	Degraded func() string
+	// Unready, when it returns a reason, makes /readyz fail with it: a
+	// state the operator asked to take the replica out of service for
+	// (router.Config.GossipStrictSettings).
+	Unready func() string
 	// Extra are more admin routes, such as /debug/cluster.
 	Extra map[string]http.Handler
 	// Pprof adds Go's profiler under /debug/pprof/ to the admin routes.
@@ -119,6 +123,12 @@ func readyz(ops Ops) http.Handler {
 		if ops.Draining != nil && ops.Draining() {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "draining"})
 			return
+		}
+		if ops.Unready != nil {
+			if why := ops.Unready(); why != "" {
+				writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unready", "reason": why})
+				return
+			}
 		}
 		st, _ := ops.Status()
 		healthy := 0

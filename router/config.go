@@ -52,6 +52,16 @@ type Config struct {
 	// steer routing. It is logged at start, shown in /debug/cluster and
 	// exported as prefixring_gossip_insecure.
 	GossipInsecure bool
+	// GossipStrictSettings makes /readyz fail while a live gossip member's
+	// settings differ from this replica's (see [Replica.SettingsSummary]).
+	// Default false: the replica refuses the mismatched member's counts and
+	// votes, says so (log, prefixring_gossip_settings_mismatch, /debug/cluster,
+	// /readyz's "degraded"), and stays ready, routing on its own counts and
+	// its matching peers'. A rolling change of a setting always passes
+	// through a mixed fleet, and failing readiness there would take every
+	// replica of one side (or all, each seeing the other side) out of
+	// service at once: a worse outage than looser balancing.
+	GossipStrictSettings bool
 	// Workers is the workers API.
 	Workers WorkersConfig
 

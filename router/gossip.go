@@ -2,6 +2,8 @@ package router
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +25,7 @@ func (r *Replica) startGossip() error {
 	gc.Sink = r.endpoints
 	// The cluster caps its ejections as each replica caps its own.
 	gc.MaxEjectionPercent = r.cfg.Health.MaxEjectionPercent
+	gc.Settings = SettingsSummary(r.cfg)
 	n, err := gossip.New(gc, r.balancer, r.reg, r.log)
 	if err != nil {
 		return err
@@ -37,7 +40,9 @@ func (r *Replica) startGossip() error {
 	r.reg.MustRegister(insecure)
 	if r.keying.Sketching() {
 		// Every replica keys with the union of the published summaries.
-		r.share = prefix.NewShare(r.keying, prefix.ShareConfig{Name: n.Name(), Members: n.Members,
+		// A replica whose settings differ keys otherwise: its summaries
+		// are left out with its counts.
+		r.share = prefix.NewShare(r.keying, prefix.ShareConfig{Name: n.Name(), Members: n.MatchingMembers,
 			OnCommon: r.keying.SetCommon, ForgetAfter: gc.ForgetAfter})
 		if err := n.Carry(r.share); err != nil {
 			return err
@@ -81,7 +86,56 @@ func (r *Replica) degraded() string {
 	if r.node != nil && r.node.Isolated() {
 		return "gossip isolated: discovery names other replicas but none accepted this one (check --gossip-key); routing on this replica's own counts"
 	}
-	return ""
+	return r.settingsMismatch()
+}
+
+// unready says why /readyz must fail, or "": with --gossip-strict-settings,
+// a settings mismatch.
+func (r *Replica) unready() string {
+	if !r.cfg.GossipStrictSettings {
+		return ""
+	}
+	return r.settingsMismatch()
+}
+
+// settingsMismatch describes the live members whose settings differ, or "".
+func (r *Replica) settingsMismatch() string {
+	if r.node == nil {
+		return ""
+	}
+	ms := r.node.SettingsMismatch()
+	if len(ms) == 0 {
+		return ""
+	}
+	peers := make([]string, len(ms))
+	for i, m := range ms {
+		peers[i] = m.Peer
+	}
+	return fmt.Sprintf("gossip settings differ from %d peer(s) (%s): their counts and votes are refused, see /debug/cluster; routing on this replica's own counts and its matching peers'",
+		len(ms), strings.Join(peers, ", "))
+}
+
+// SettingsSummary is what every replica of a gossip cluster must share,
+// one canonical line: what a count means (the load's unit, the KV
+// accounting), where a key goes (the key's windows, the sketch, the
+// session header, the policy, the ring's placement) and how the bound
+// reads the counts (load factor, floors, group spread). Replicas compare
+// its digest and refuse each other's counts when it differs (see
+// gossip.Config.Settings). Timeouts, listeners, health checks and the
+// like are per replica and left out. A new setting of that kind must be
+// added here (TestSettingsSummaryNamesWhatMustMatch).
+func SettingsSummary(c Config) string {
+	fanout := 0
+	if c.Sketch.Enabled {
+		fanout = c.Sketch.Fanout
+	}
+	p := c.Ring.Placement
+	return fmt.Sprintf("policy=%s load-signal=%s load-factor=%g min-bound=%d group-spread=%g placement=%d/%d/%g "+
+		"kv-average=%t kv-min-bound=%d kv-scrape=%t kv-capacity=%s "+
+		"prefix-chars=%d prompt-chars=%d shared-chars=%d sketch=%t sketch-fanout=%d session-header=%q",
+		c.Policy, c.Ring.Signal, c.Ring.LoadFactor, c.Ring.MinBound, c.Ring.GroupSpread, p.Partitions, p.Replicas, p.Load,
+		c.Ring.KVAverage, c.Ring.KVMinBound, c.KV.Scrape, c.KV.Capacity,
+		c.Key.MaxChars, c.Key.PromptChars, c.Key.SharedChars, c.Sketch.Enabled, fanout, c.Proxy.SessionHeader)
 }
 
 // join joins the cluster; a no-op with gossip off.

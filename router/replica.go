@@ -153,7 +153,7 @@ func (r *Replica) assemble(metrics *proxy.Metrics) error {
 	}
 	ops := proxy.Ops{
 		Gatherer: r.reg, Status: r.balancer.Status, LoadFactor: cfg.Ring.LoadFactor, Draining: r.draining.Load,
-		Extra: r.debugRoutes(), Pprof: cfg.Pprof, Degraded: r.degraded,
+		Extra: r.debugRoutes(), Pprof: cfg.Pprof, Degraded: r.degraded, Unready: r.unready,
 	}
 	if ops.Workers, err = r.workersAPI(); err != nil {
 		return err

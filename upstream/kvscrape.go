@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -114,6 +116,24 @@ func (k KVCapacities) For(ep Endpoint) int64 {
 		return n
 	}
 	return k.Default
+}
+
+// String lists the capacities canonically (sorted), as the settings every
+// gossip replica must share compare them: "-" for none.
+func (k KVCapacities) String() string {
+	var parts []string
+	if k.Default > 0 {
+		parts = append(parts, strconv.FormatInt(k.Default, 10))
+	}
+	for _, m := range []map[string]int64{k.byID, k.byName} {
+		for _, key := range slices.Sorted(maps.Keys(m)) {
+			parts = append(parts, key+"="+strconv.FormatInt(m[key], 10))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ",")
 }
 
 // kvEntry is what the set knows of one endpoint's capacity.

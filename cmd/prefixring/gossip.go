@@ -29,6 +29,7 @@ func gossipFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "gossip-push-pull", Value: d.PushPull, EnvVars: env("gossip-push-pull"), Usage: "full-state anti-entropy interval"},
 		&cli.DurationFlag{Name: "gossip-rejoin-interval", Value: d.RejoinInterval, EnvVars: env("gossip-rejoin-interval"), Usage: "how often --join is retried"},
 		&cli.DurationFlag{Name: "gossip-stale-after", Value: d.StaleAfter, EnvVars: env("gossip-stale-after"), Usage: "a replica silent this long no longer counts in the cluster-wide load"},
+		&cli.BoolFlag{Name: "gossip-strict-settings", EnvVars: env("gossip-strict-settings"), Usage: "fail /readyz while a live gossip member's settings (load signal, key, bound, sketch, KV accounting) differ from this replica's; default: refuse its counts and votes, report it (log, prefixring_gossip_settings_mismatch, /debug/cluster, /readyz's degraded) and stay ready, as a rolling change of a setting passes through a mixed fleet"},
 		&cli.StringFlag{Name: "node-name", Value: d.NodeName, EnvVars: env("node-name"), Usage: "this replica's name in the cluster (default: the hostname); must be unique: a replica whose name a live member already uses fails to start"},
 	}
 }
@@ -38,7 +39,7 @@ func gossipFlags() []cli.Flag {
 // warned about.
 var (
 	gossipRefused = []string{"join", "gossip-key", "gossip-key-file", "gossip-advertise", "gossip-view", "gossip-insecure"}
-	gossipWarned  = []string{"gossip-interval", "sketch-interval", "gossip-push-pull", "gossip-rejoin-interval", "gossip-stale-after", "node-name"}
+	gossipWarned  = []string{"gossip-interval", "sketch-interval", "gossip-push-pull", "gossip-rejoin-interval", "gossip-stale-after", "node-name", "gossip-strict-settings"}
 )
 
 // gossipKey reads --gossip-key or --gossip-key-file. Errors never quote

@@ -170,6 +170,7 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 		return cfg, nil, err
 	}
 	cfg.GossipInsecure = c.Bool("gossip-insecure")
+	cfg.GossipStrictSettings = c.Bool("gossip-strict-settings")
 	if cfg.Ring.GroupSpread > 0 && !cfg.Sketch.Enabled && c.IsSet("group-spread") {
 		warnings = append(warnings, "--group-spread has no effect with --sketch=false (groups come from the sketch)")
 	}

@@ -17,15 +17,26 @@ type Entry struct {
 	// Addr is the replica's gossip advertise address. It ties the name to
 	// one process, so a second process that takes the same name is ignored.
 	Addr string
-	// Incarnation orders restarts: the replica's start time in unix
-	// nanoseconds, raised above any older incarnation of its name it hears of.
+	// Incarnation orders the processes that have held the name, and reads
+	// no clock: a process starts at [FirstIncarnation], and when it hears
+	// of an entry of its name that it did not write (an earlier process's,
+	// at its address or another), it takes [NextIncarnation] of it. A
+	// restart on a host whose clock is behind its predecessor's is then
+	// still ordered after it.
 	Incarnation uint64
 	// Version orders updates within an incarnation.
 	Version uint64
-	// Stamp is the owner's wall clock at publication, unix milliseconds. It
-	// drives staleness (see [Liveness]); no replica reads another's clock
-	// for anything else.
+	// Stamp is the owner's wall clock at publication, unix milliseconds.
+	// Nothing ages an entry by it (see [Liveness]): a receiver reads it
+	// against its own clock only to report the owner's clock skew.
 	Stamp int64
+	// Heard is this replica's own clock, unix milliseconds, when it merged
+	// this version of the entry: what [Liveness] ages the entry from, so
+	// a peer whose clock is off still counts. It is local: never on the
+	// wire (zero in a decoded entry), no part of the entry's order or
+	// content, and kept by a merge that changes nothing. [NewEntry] sets it
+	// to the stamp: the owner heard its entry when it built it.
+	Heard int64
 	// Left marks a tombstone: the replica left the cluster cleanly. A
 	// tombstone carries no counts or votes.
 	Left bool
@@ -83,7 +94,7 @@ func NewEntryKV(node, addr string, inc, ver uint64, now time.Time, discovered []
 	slices.Sort(eps)
 	eps = slices.Compact(eps)
 	e := Entry{
-		Node: node, Addr: addr, Incarnation: inc, Version: ver, Stamp: now.UnixMilli(),
+		Node: node, Addr: addr, Incarnation: inc, Version: ver, Stamp: now.UnixMilli(), Heard: now.UnixMilli(),
 		Endpoints: eps, Counts: make([]int64, len(eps)), KV: make([]int64, len(eps)), Down: make([]bool, len(eps)), Listed: make([]bool, len(eps)),
 	}
 	for i, id := range eps {
@@ -93,6 +104,13 @@ func NewEntryKV(node, addr string, inc, ver uint64, now time.Time, discovered []
 	}
 	return e
 }
+
+// FirstIncarnation is a new process's incarnation.
+const FirstIncarnation = 1
+
+// NextIncarnation is the incarnation a process whose own is inc takes on
+// hearing of heard, an entry of its name it did not write: one above both.
+func NextIncarnation(inc uint64, heard Entry) uint64 { return max(inc, heard.Incarnation) + 1 }
 
 // Digest identifies the endpoint list, so a delta can refer to it without
 // carrying it. IDs are separated by a 0x00 byte, so ["ab","c"] and

@@ -100,3 +100,79 @@ func TestForgetDropsOldEntriesAndTheyStayDead(t *testing.T) {
 		t.Fatalf("resurrected entry counts: a=%d total=%d, want 1 1", r.Load("a"), r.Total())
 	}
 }
+
+// TestEntriesAgeFromTheirReceipt: an entry counts for StaleAfter after
+// this replica heard it, whatever its owner's clock said: a peer whose
+// clock is a minute behind counts, and a minute ahead stops counting on
+// time. Before issue 19 the age was read from the owner's stamp.
+func TestEntriesAgeFromTheirReceipt(t *testing.T) {
+	for _, skew := range []time.Duration{-time.Minute, -10 * time.Second, 0, time.Minute} {
+		loads := NewClusterLoads(zeroLoads{}, ViewExact)
+		v := NewView("me", 5*time.Second, loads)
+		now := t0.Add(time.Hour)
+		e := NewEntry("peer", "10.0.0.2:7946", 1, 1, now.Add(skew), []string{"a"}, map[string]int64{"a": 3}, nil)
+		e.Heard = 0 // as decoded off the wire
+		v.Receive(now, e)
+		if got := loads.Load("a"); got != 3 {
+			t.Errorf("skew %v: load %d at receipt, want 3", skew, got)
+		}
+		v.Refresh(now.Add(5*time.Second), nil)
+		if got := loads.Load("a"); got != 3 {
+			t.Errorf("skew %v: load %d StaleAfter after receipt, want 3", skew, got)
+		}
+		v.Refresh(now.Add(5*time.Second+time.Millisecond), nil)
+		if got := loads.Load("a"); got != 0 {
+			t.Errorf("skew %v: load %d past StaleAfter, want 0", skew, got)
+		}
+	}
+}
+
+type zeroLoads struct{}
+
+func (zeroLoads) Load(string) int64 { return 0 }
+func (zeroLoads) Total() int64      { return 0 }
+
+// TestForgottenEntryIsRefusedButNotANewProcess: a peer that heard an entry
+// later pushes it back after it was forgotten: it is refused (else two
+// replicas pass a dead replica's entry back and forth, each hearing it
+// anew), until ForgetAfter more has passed. A new process of the name, at
+// a lower incarnation, is not refused.
+func TestForgottenEntryIsRefusedButNotANewProcess(t *testing.T) {
+	s := NewEntryTable()
+	old := NewEntry("old", "10.0.0.2:7946", 5, 9, t0, []string{"a"}, map[string]int64{"a": 7}, nil)
+	s.Merge(old)
+	if gone := s.Forget(t0.Add(61*time.Second), time.Minute, "self"); len(gone) != 1 {
+		t.Fatalf("forgot %v", gone)
+	}
+	back := old
+	back.Heard = t0.Add(62 * time.Second).UnixMilli()
+	if ch := s.Merge(back); len(ch) != 0 {
+		t.Fatal("a forgotten entry came back")
+	}
+	older := back
+	older.Version = 8
+	if ch := s.Merge(older); len(ch) != 0 {
+		t.Fatal("an older version of a forgotten entry came back")
+	}
+	fresh := NewEntry("old", "10.0.0.5:7946", FirstIncarnation, 1, t0.Add(62*time.Second), []string{"a"}, nil, nil)
+	if ch := s.Merge(fresh); len(ch) != 1 {
+		t.Fatal("a new process of a forgotten name was refused")
+	}
+	s2 := NewEntryTable()
+	s2.Merge(old)
+	s2.Forget(t0.Add(61*time.Second), time.Minute, "self")
+	s2.Forget(t0.Add(122*time.Second), time.Minute, "self")
+	if ch := s2.Merge(back); len(ch) != 1 {
+		t.Fatal("still refused ForgetAfter after it was forgotten")
+	}
+}
+
+// TestNextIncarnation: a process that hears of an entry of its name it did
+// not write takes an incarnation above both, whatever either's clock.
+func TestNextIncarnation(t *testing.T) {
+	for _, c := range []struct{ own, heard, want uint64 }{{1, 7, 8}, {9, 7, 10}, {1, 1, 2}} {
+		if got := NextIncarnation(c.own, Entry{Incarnation: c.heard}); got != c.want {
+			t.Errorf("NextIncarnation(%d, %d) = %d, want %d", c.own, c.heard, got, c.want)
+		}
+	}
+}

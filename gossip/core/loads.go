@@ -16,11 +16,14 @@ import (
 //   - it is not a tombstone (the replica left cleanly);
 //   - its node is not in Gone: memberlist declared it dead or left, and no
 //     newer entry of it arrived since;
-//   - it is fresh: now - Stamp <= StaleAfter. Every replica republishes at
-//     least every heartbeat, so an entry goes stale only when its owner
-//     stopped (or its packets stopped arriving) for StaleAfter. Because the
-//     age is read from the owner's stamp, every replica drops a silent
-//     replica's counts at the same moment, up to clock skew.
+//   - it is fresh: now - Heard <= StaleAfter, both read on this replica's
+//     clock. Every replica republishes at least every heartbeat, so an
+//     entry goes stale only when its owner stopped (or its packets stopped
+//     arriving) for StaleAfter. The age is never read from the owner's
+//     stamp: a replica whose clock is off by more than StaleAfter would be
+//     invisible to every peer (before issue 19 it was, silently). Replicas
+//     drop a silent replica's counts within the spread of their receipts
+//     of its last entry (a network delay), plus one merge-loop turn.
 //
 // The replica's own entry is never counted here: [ClusterLoads] adds either
 // its exact live counters or its last publication, by [ViewMode].
@@ -33,7 +36,7 @@ type Liveness struct {
 // Counts reports whether e counts at now.
 func (l Liveness) Counts(e Entry, now time.Time) bool {
 	return e.Node != l.Self && !e.Left && !l.Gone[e.Node] &&
-		now.UnixMilli()-e.Stamp <= l.StaleAfter.Milliseconds()
+		now.UnixMilli()-e.Heard <= l.StaleAfter.Milliseconds()
 }
 
 // Remote is the immutable sum of the other replicas' counted entries.

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"slices"
 	"time"
 
 	"github.com/prefixring/prefixring/internal/lww"
@@ -13,17 +14,35 @@ import (
 type EntryTable struct {
 	lww     *lww.Map[string, Entry]
 	digests map[string]uint64 // node -> Digest of its entry's endpoints
+	// forgotten holds, for a while, the entries [EntryTable.Forget]
+	// dropped, so a peer that still holds one cannot merge it back.
+	forgotten map[string]forgotten
+}
+
+// forgotten is a forgotten entry and when it was forgotten (unix ms).
+type forgotten struct {
+	e  Entry
+	at int64
 }
 
 // NewEntryTable returns an empty table.
 func NewEntryTable() *EntryTable {
-	return &EntryTable{lww: lww.New(func(e Entry) string { return e.Node }, Compare), digests: map[string]uint64{}}
+	return &EntryTable{lww: lww.New(func(e Entry) string { return e.Node }, Compare), digests: map[string]uint64{},
+		forgotten: map[string]forgotten{}}
 }
 
 // Merge keeps, for every node, the newest of its known entry and the ones in
 // in, and returns the entries that changed the table: the change to pass
-// on.
+// on. An entry of a node forgotten lately is refused unless it is of
+// another incarnation or newer than the forgotten one (see
+// [EntryTable.Forget]).
 func (t *EntryTable) Merge(in ...Entry) []Entry {
+	if len(t.forgotten) > 0 {
+		in = slices.DeleteFunc(slices.Clone(in), func(e Entry) bool {
+			f, ok := t.forgotten[e.Node]
+			return ok && e.Incarnation == f.e.Incarnation && Compare(e, f.e) <= 0
+		})
+	}
 	changed := t.lww.Merge(in...)
 	for _, e := range changed {
 		t.digests[e.Node] = Digest(e.Endpoints)
@@ -52,16 +71,26 @@ func (t *EntryTable) EndpointsOf(digest uint64) ([]string, bool) {
 	return nil, false
 }
 
-// Forget drops entries whose stamp is older than now-after, except keep's,
-// and returns their nodes, sorted. A forgotten entry that comes back from a
-// peer that still holds it is just as old, so it never counts again (see
-// [Liveness]) and is forgotten again at the next call.
+// Forget drops entries heard longer than after ago (by [Entry.Heard],
+// this replica's clock), except keep's, and returns their nodes, sorted.
+// Each replica ages entries from its own receipt, so a peer that heard an
+// entry later still holds it and would push it back, heard anew, and the
+// two would pass a dead replica's entry back and forth for ever: so a
+// forgotten entry, and any older of its incarnation, is refused for after
+// more. A new process of the name (another incarnation) is not.
 func (t *EntryTable) Forget(now time.Time, after time.Duration, keep string) []string {
 	var gone []string
+	ms := now.UnixMilli()
+	for node, f := range t.forgotten {
+		if ms-f.at > after.Milliseconds() {
+			delete(t.forgotten, node)
+		}
+	}
 	for _, e := range t.lww.Values() {
-		if e.Node != keep && now.UnixMilli()-e.Stamp > after.Milliseconds() {
+		if e.Node != keep && ms-e.Heard > after.Milliseconds() {
 			t.lww.Delete(e.Node)
 			delete(t.digests, e.Node)
+			t.forgotten[e.Node] = forgotten{e: e, at: ms}
 			gone = append(gone, e.Node)
 		}
 	}

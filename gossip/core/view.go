@@ -40,6 +40,7 @@ func (v *View) Remote() *Remote { return v.remote }
 // Publish merges this replica's own new entry: the loads read it as the
 // own publication at once ([ClusterLoads.SetOwn]).
 func (v *View) Publish(e Entry) {
+	e.Heard = e.Stamp // our own clock
 	v.table.Merge(e)
 	v.loads.SetOwn(e)
 }
@@ -67,7 +68,12 @@ func (v *View) Refresh(now time.Time, gone map[string]bool) {
 // changed (an entry started or stopped counting, or its endpoints, votes
 // or health changed).
 func (v *View) Receive(now time.Time, in ...Entry) (changed []Entry, verdict bool) {
-	changed = v.table.Merge(in...)
+	heard := make([]Entry, len(in))
+	for i, e := range in {
+		e.Heard = now.UnixMilli()
+		heard[i] = e
+	}
+	changed = v.table.Merge(heard...)
 	for _, e := range changed {
 		verdict = v.update(e, now) || verdict
 	}
