@@ -36,10 +36,15 @@ type Node struct {
 	sink  VerdictSink
 	addr  string // our advertise address, as memberlist reports it
 
-	inbox   chan []byte   // copies of messages from callbacks
-	sendq   chan owed     // members owed our full entry
-	replies chan reply    // payloads' answers to members
-	poke    chan struct{} // wake the loop (membership or observation change)
+	inbox chan []byte   // copies of messages from callbacks
+	poke  chan struct{} // wake the loop (membership or observation change)
+
+	peersMu sync.Mutex       // guards peers; never held while calling memberlist
+	peers   map[string]*peer // each member's TCP send queue (peers.go); nil once stopped
+	started atomic.Bool      // n.ml is set: peers' goroutines may run
+
+	rttMu sync.Mutex
+	rtt   map[string]time.Duration // memberlist's last ping round trip to each member
 
 	payloads []Payload // carried (Carry), by tag
 	logs     *limiter  // rate-limits the node's own warnings
@@ -106,7 +111,7 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 	}
 	n := &Node{
 		cfg: cfg, bal: bal, loads: core.NewClusterLoads(bal.Inflight(), cfg.View), log: log.With("component", "gossip"),
-		inbox: make(chan []byte, cfg.QueueSize), sendq: make(chan owed, 256), replies: make(chan reply, 64),
+		inbox: make(chan []byte, cfg.QueueSize), peers: map[string]*peer{}, rtt: map[string]time.Duration{},
 		poke: make(chan struct{}, 1), obs: observations{down: map[string]bool{}}, logs: newLimiter(),
 		inc: uint64(time.Now().UnixNano()), stop: make(chan struct{}), members: map[string]memberlist.Node{},
 	}
@@ -135,11 +140,14 @@ func (n *Node) Name() string { return n.cfg.NodeName }
 // first join succeeds, then rejoins whenever discovery names replicas that
 // are not members (see join.go).
 func (n *Node) Start(ctx context.Context) error {
-	ml, err := memberlist.Create(n.cfg.memberlistConfig(&delegate{n: n}))
+	mc := n.cfg.memberlistConfig(&delegate{n: n})
+	mc.Ping = pingDelegate{n}
+	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return fmt.Errorf("gossip: %w", err)
 	}
 	n.ml = ml
+	n.startPeers()
 	n.addr = ml.LocalNode().Address()
 	n.publish(time.Now(), true)
 	first := false
@@ -151,9 +159,8 @@ func (n *Node) Start(ctx context.Context) error {
 		n.joinWG.Wait()
 		return fmt.Errorf("%w: %q is at %s", ErrNameConflict, n.cfg.NodeName, *c)
 	}
-	n.wg.Add(3 + len(n.payloads))
+	n.wg.Add(2 + len(n.payloads))
 	go n.loop()
-	go n.sender()
 	go n.joinLoop(first)
 	for _, p := range n.payloads {
 		go n.carry(p)
@@ -176,37 +183,6 @@ func (n *Node) loop() {
 			n.refresh(time.Now())
 		case <-t.C:
 			n.publish(time.Now(), false)
-		}
-	}
-}
-
-// owed is a member owed our full entry: a member that joins (then with
-// every payload's own part), or every member when our endpoint list
-// changed and does not fit a packet.
-type owed struct {
-	to   *memberlist.Node
-	join bool
-}
-
-// sender sends over TCP what members are owed, and payloads' replies.
-func (n *Node) sender() {
-	defer n.wg.Done()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case r := <-n.replies:
-			n.sendReliable(&r.to, r.msg, "payload")
-		case o := <-n.sendq:
-			n.mu.Lock()
-			last := n.last
-			n.mu.Unlock()
-			if !o.join {
-				n.sendReliable(o.to, encodeFull(last), "full")
-				continue
-			}
-			locals := n.payloadSections(Payload.Local)
-			n.sendReliable(o.to, encodeEnvelope(n.cfg.NodeName, []core.Entry{last}, locals...), "full")
 		}
 	}
 }
@@ -292,9 +268,11 @@ func (n *Node) setMember(m *memberlist.Node, alive bool) {
 	defer n.memMu.Unlock()
 	if alive {
 		n.members[m.Name] = *m
-	} else {
-		delete(n.members, m.Name)
+		return
 	}
+	delete(n.members, m.Name)
+	n.dropPeer(m.Name)
+	n.forgetPing(m.Name)
 }
 
 // Leave publishes a tombstone for this replica's entry, leaves the cluster
@@ -326,6 +304,7 @@ func (n *Node) Close() error {
 
 func (n *Node) shutdown() error {
 	close(n.stop)
+	n.stopPeers()
 	err := n.ml.Shutdown()
 	n.wg.Wait()
 	n.joinWG.Wait()

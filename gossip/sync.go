@@ -13,6 +13,16 @@ import (
 // publish runs every interval: it refreshes membership, builds our entry,
 // versions and sends it if it changed or the heartbeat is due, forgets old
 // entries and rebuilds the view.
+//
+// Where it goes: the full entry when it fits a packet (MaxPacket), else
+// the delta when it does; each UDP publication is sent Copies times, so a
+// lost packet rarely leaves a peer an interval behind. A publication that
+// fits no packet (a delta of many endpoints under token counts, with K)
+// goes to each member's TCP queue instead, coalesced there (peers.go); so
+// does the full entry when our endpoint list changed and does not fit.
+// Our own view reads the publication after holdFor (about the one-way
+// delay to the others), so every replica switches to it at about the same
+// moment.
 func (n *Node) publish(now time.Time, force bool) {
 	members := n.liveMembers()
 	alive := make(map[string]string, len(members))
@@ -32,11 +42,17 @@ func (n *Node) publish(now time.Time, force bool) {
 	e := n.ownEntry(now)
 	send := force || !core.SameContent(e, n.last) || now.Sub(n.lastT) >= n.cfg.Heartbeat
 	listChanged := !slices.Equal(e.Endpoints, n.last.Endpoints)
+	hold := time.Duration(0)
+	if n.ml != nil {
+		hold = n.holdFor()
+	}
 	if send {
 		n.ver++
 		e.Version = n.ver
-		n.view.Publish(e) // in the shared views, our own part changes now, as the others' will on receipt
 		n.last, n.lastT = e, now
+		if hold == 0 {
+			n.view.Publish(e) // in the shared views, our own part changes now, as the others' will on receipt
+		}
 	}
 	n.view.Table().Forget(now, n.cfg.ForgetAfter, n.cfg.NodeName)
 	n.refreshLocked(now)
@@ -44,24 +60,54 @@ func (n *Node) publish(now time.Time, force bool) {
 	if !send || n.ml == nil { // nil: not started; tests drive publish and receive by hand
 		return
 	}
+	if hold > 0 {
+		time.AfterFunc(hold, func() { n.applyOwn(e) })
+	}
 	msg, kind := encodeFull(e), "full"
 	if len(msg) > n.cfg.MaxPacket {
 		msg, kind = encodeDelta(e), "delta"
-		if listChanged {
+		if listChanged || len(msg) > n.cfg.MaxPacket {
 			for _, t := range targets {
-				n.queueFull(t, false)
+				n.oweEntry(*t, e, listChanged, false)
 			}
+			return
 		}
 	}
-	n.sendAll(targets, msg, kind)
+	for range max(n.cfg.Copies, 1) {
+		n.sendAll(targets, msg, kind)
+	}
 }
 
-func (n *Node) queueFull(to *memberlist.Node, join bool) {
-	select {
-	case n.sendq <- owed{to: to, join: join}:
-	default:
-		n.met.dropped.WithLabelValues("send_queue_full").Inc()
+// applyOwn lets our view read our publication e, held back by holdFor,
+// unless a newer one was read already.
+func (n *Node) applyOwn(e core.Entry) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.left.Load() {
+		return
 	}
+	if cur, ok := n.view.Table().Get(n.cfg.NodeName); ok && core.Compare(cur, e) >= 0 {
+		return
+	}
+	n.view.Publish(e)
+	n.refreshLocked(time.Now())
+}
+
+// queueFull queues the full entry (join: the join envelope) for member to
+// over TCP. Non-blocking: memberlist's event callbacks call it.
+func (n *Node) queueFull(to *memberlist.Node, join bool) {
+	p := n.peerFor(*to)
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if join {
+		p.join = true
+	} else {
+		p.full = true
+	}
+	p.mu.Unlock()
+	p.poke()
 }
 
 func (n *Node) sendAll(targets []*memberlist.Node, msg []byte, kind string) {

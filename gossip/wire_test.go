@@ -207,17 +207,18 @@ func TestPayloadReplyGoesToLiveSender(t *testing.T) {
 	for _, from := range []string{"r7", "r0", "r2"} {
 		n.receive(encodeEnvelope(from, nil, section{tag: 7, body: []byte("v")}))
 	}
-	select {
-	case r := <-n.replies:
-		m, err := decode(r.msg)
-		if r.to.Name != "r2" || err != nil || m.from != "r0" || len(m.sections) != 1 || string(m.sections[0].body) != "answer" {
-			t.Fatalf("reply to %s: %v %+v", r.to.Name, err, m)
-		}
-	default:
-		t.Fatal("no reply to the live sender")
+	n.peersMu.Lock()
+	queued := map[string][]peerMsg{}
+	for name, p := range n.peers {
+		queued[name] = p.msgs
 	}
-	if len(n.replies) != 0 {
-		t.Fatal("a reply to a non-member or to ourselves")
+	n.peersMu.Unlock()
+	if len(queued) != 1 || len(queued["r2"]) != 1 {
+		t.Fatalf("replies queued %v, want one, to the live sender r2 alone", queued)
+	}
+	m, err := decode(queued["r2"][0].msg)
+	if err != nil || m.from != "r0" || len(m.sections) != 1 || string(m.sections[0].body) != "answer" {
+		t.Fatalf("reply: %v %+v", err, m)
 	}
 }
 
