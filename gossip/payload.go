@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-
 )
 
 // Payload is a replicated value the node carries for another package
