@@ -43,9 +43,6 @@ type Node struct {
 	peers   map[string]*peer // each member's TCP send queue (peers.go); nil once stopped
 	started atomic.Bool      // n.ml is set: peers' goroutines may run
 
-	rttMu sync.Mutex
-	rtt   map[string]time.Duration // memberlist's last ping round trip to each member
-
 	payloads []Payload // carried (Carry), by tag
 	logs     *limiter  // rate-limits the node's own warnings
 
@@ -111,7 +108,7 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 	}
 	n := &Node{
 		cfg: cfg, bal: bal, loads: core.NewClusterLoads(bal.Inflight(), cfg.View), log: log.With("component", "gossip"),
-		inbox: make(chan []byte, cfg.QueueSize), peers: map[string]*peer{}, rtt: map[string]time.Duration{},
+		inbox: make(chan []byte, cfg.QueueSize), peers: map[string]*peer{},
 		poke: make(chan struct{}, 1), obs: observations{down: map[string]bool{}}, logs: newLimiter(),
 		inc: uint64(time.Now().UnixNano()), stop: make(chan struct{}), members: map[string]memberlist.Node{},
 	}
@@ -140,9 +137,7 @@ func (n *Node) Name() string { return n.cfg.NodeName }
 // first join succeeds, then rejoins whenever discovery names replicas that
 // are not members (see join.go).
 func (n *Node) Start(ctx context.Context) error {
-	mc := n.cfg.memberlistConfig(&delegate{n: n})
-	mc.Ping = pingDelegate{n}
-	ml, err := memberlist.Create(mc)
+	ml, err := memberlist.Create(n.cfg.memberlistConfig(&delegate{n: n}))
 	if err != nil {
 		return fmt.Errorf("gossip: %w", err)
 	}
@@ -272,7 +267,6 @@ func (n *Node) setMember(m *memberlist.Node, alive bool) {
 	}
 	delete(n.members, m.Name)
 	n.dropPeer(m.Name)
-	n.forgetPing(m.Name)
 }
 
 // Leave publishes a tombstone for this replica's entry, leaves the cluster

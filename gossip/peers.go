@@ -3,7 +3,6 @@ package gossip
 import (
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/hashicorp/memberlist"
 
@@ -200,47 +199,4 @@ func (n *Node) sendReliable(to *memberlist.Node, msg []byte, kind string) {
 // others returns the live members but us.
 func (n *Node) others() []memberlist.Node {
 	return slices.DeleteFunc(n.liveMembers(), func(m memberlist.Node) bool { return m.Name == n.cfg.NodeName })
-}
-
-// holdFor is how long our own publication waits before our view reads it:
-// about the one-way delay to the others (half the median ping round trip
-// memberlist measured to them), at most one interval, so every replica
-// reads a publication at about the same moment and their picks agree.
-func (n *Node) holdFor() time.Duration {
-	n.rttMu.Lock()
-	rtts := make([]time.Duration, 0, len(n.rtt))
-	for _, d := range n.rtt {
-		rtts = append(rtts, d)
-	}
-	n.rttMu.Unlock()
-	if len(rtts) == 0 {
-		return 0
-	}
-	slices.Sort(rtts)
-	return min(rtts[len(rtts)/2]/2, n.cfg.Interval)
-}
-
-// notePing records the round trip of a ping to member name.
-func (n *Node) notePing(name string, rtt time.Duration) {
-	n.rttMu.Lock()
-	n.rtt[name] = rtt
-	n.rttMu.Unlock()
-}
-
-// forgetPing drops a departed member's round trip.
-func (n *Node) forgetPing(name string) {
-	n.rttMu.Lock()
-	delete(n.rtt, name)
-	n.rttMu.Unlock()
-}
-
-// pingDelegate hands memberlist's ping round trips to the node.
-type pingDelegate struct{ n *Node }
-
-var _ memberlist.PingDelegate = pingDelegate{}
-
-func (pingDelegate) AckPayload() []byte { return nil }
-
-func (d pingDelegate) NotifyPingComplete(other *memberlist.Node, rtt time.Duration, _ []byte) {
-	d.n.notePing(other.Name, rtt)
 }

@@ -20,9 +20,6 @@ import (
 // fits no packet (a delta of many endpoints under token counts, with K)
 // goes to each member's TCP queue instead, coalesced there (peers.go); so
 // does the full entry when our endpoint list changed and does not fit.
-// Our own view reads the publication after holdFor (about the one-way
-// delay to the others), so every replica switches to it at about the same
-// moment.
 func (n *Node) publish(now time.Time, force bool) {
 	members := n.liveMembers()
 	alive := make(map[string]string, len(members))
@@ -42,26 +39,17 @@ func (n *Node) publish(now time.Time, force bool) {
 	e := n.ownEntry(now)
 	send := force || !core.SameContent(e, n.last) || now.Sub(n.lastT) >= n.cfg.Heartbeat
 	listChanged := !slices.Equal(e.Endpoints, n.last.Endpoints)
-	hold := time.Duration(0)
-	if n.ml != nil {
-		hold = n.holdFor()
-	}
 	if send {
 		n.ver++
 		e.Version = n.ver
 		n.last, n.lastT = e, now
-		if hold == 0 {
-			n.view.Publish(e) // in the shared views, our own part changes now, as the others' will on receipt
-		}
+		n.view.Publish(e) // in the shared views, our own part changes now, as the others' will on receipt
 	}
 	n.view.Table().Forget(now, n.cfg.ForgetAfter, n.cfg.NodeName)
 	n.refreshLocked(now)
 	n.mu.Unlock()
 	if !send || n.ml == nil { // nil: not started; tests drive publish and receive by hand
 		return
-	}
-	if hold > 0 {
-		time.AfterFunc(hold, func() { n.applyOwn(e) })
 	}
 	msg, kind := encodeFull(e), "full"
 	if len(msg) > n.cfg.MaxPacket {
@@ -76,21 +64,6 @@ func (n *Node) publish(now time.Time, force bool) {
 	for range max(n.cfg.Copies, 1) {
 		n.sendAll(targets, msg, kind)
 	}
-}
-
-// applyOwn lets our view read our publication e, held back by holdFor,
-// unless a newer one was read already.
-func (n *Node) applyOwn(e core.Entry) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.left.Load() {
-		return
-	}
-	if cur, ok := n.view.Table().Get(n.cfg.NodeName); ok && core.Compare(cur, e) >= 0 {
-		return
-	}
-	n.view.Publish(e)
-	n.refreshLocked(time.Now())
 }
 
 // queueFull queues the full entry (join: the join envelope) for member to
