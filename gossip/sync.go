@@ -51,19 +51,30 @@ func (n *Node) publish(now time.Time, force bool) {
 	if !send || n.ml == nil { // nil: not started; tests drive publish and receive by hand
 		return
 	}
-	msg, kind := encodeFull(e), "full"
-	if len(msg) > n.cfg.MaxPacket {
-		msg, kind = encodeDelta(e), "delta"
-		if listChanged || len(msg) > n.cfg.MaxPacket {
-			for _, t := range targets {
-				n.oweEntry(*t, e, listChanged, false)
-			}
-			return
+	msg, kind, tcp := publication(e, listChanged, n.cfg.MaxPacket)
+	if tcp {
+		for _, t := range targets {
+			n.oweEntry(*t, e, listChanged, false)
 		}
+		return
 	}
 	for range max(n.cfg.Copies, 1) {
 		n.sendAll(targets, msg, kind)
 	}
+}
+
+// publication is how entry e goes out: the full entry when it fits
+// maxPacket, else the delta when it fits and our endpoint list did not
+// change (a peer expands it against the list it holds); else over TCP
+// (tcp: the caller queues e for every member, full when the list changed).
+func publication(e core.Entry, listChanged bool, maxPacket int) (msg []byte, kind string, tcp bool) {
+	if msg := encodeFull(e); len(msg) <= maxPacket {
+		return msg, "full", false
+	}
+	if msg := encodeDelta(e); len(msg) <= maxPacket && !listChanged {
+		return msg, "delta", false
+	}
+	return nil, "", true
 }
 
 // queueFull queues the full entry (join: the join envelope) for member to
