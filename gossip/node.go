@@ -152,6 +152,10 @@ func (n *Node) Start(ctx context.Context) error {
 	if c := n.conflict.Load(); c != nil {
 		_ = ml.Shutdown()
 		n.joinWG.Wait()
+		n.left.Store(true) // Close and Leave have nothing left to stop
+		close(n.stop)      // the send queues started for members met while joining
+		n.stopPeers()
+		n.wg.Wait()
 		return fmt.Errorf("%w: %q is at %s", ErrNameConflict, n.cfg.NodeName, *c)
 	}
 	n.wg.Add(2 + len(n.payloads))
