@@ -18,6 +18,7 @@ import (
 
 	"github.com/prefixring/prefixring/chaos/memnet"
 	"github.com/prefixring/prefixring/gossip"
+	"github.com/prefixring/prefixring/prefix"
 	"github.com/prefixring/prefixring/proxy"
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/router"
@@ -420,6 +421,47 @@ func (c *Cluster) CrashReplica(i int) {
 	r.Router.Close()
 	<-r.done
 	r.stop()
+}
+
+// BlackHoleReplica kills replica i's host as a power cut or a dropped
+// network link would: its gossip address goes silent without resetting
+// anything (packets vanish, dials to it hang for their timeout; see
+// memnet's BlackHole), its clients are refused, its process stops.
+func (c *Cluster) BlackHoleReplica(i int) {
+	c.mu.Lock()
+	r := c.reps[i]
+	c.reps[i] = nil
+	c.crashes[i]++
+	c.mu.Unlock()
+	if r == nil {
+		return
+	}
+	c.Gossip.BlackHole(r.GossipAddr)
+	r.ln.Crash()
+	r.Router.Close()
+	<-r.done
+	r.stop()
+}
+
+// KeyAgreement is the share of bodies every live replica keys alike (the
+// same affinity key: the same table of shared prefixes skipped).
+func (c *Cluster) KeyAgreement(bodies [][]byte) float64 {
+	live := c.Live()
+	agreed := 0
+	for _, b := range bodies {
+		keys := map[uint64]bool{}
+		for _, r := range live {
+			k, err := r.Router.Keys().Request(prefix.RouteChat, b, nil)
+			if err != nil {
+				return 0
+			}
+			keys[k.Hash] = true
+		}
+		if len(keys) <= 1 {
+			agreed++
+		}
+	}
+	return float64(agreed) / float64(max(len(bodies), 1))
 }
 
 // StopReplica stops replica i cleanly, as SIGTERM does: it stops taking

@@ -1,9 +1,16 @@
 package chaos
 
 import (
+	"context"
+	"net/http"
+	"os"
 	"slices"
+	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/prefixring/prefixring/gossip/core"
 )
 
 func window(outs []Outcome, from, to time.Time) []Outcome {
@@ -125,4 +132,147 @@ func TestEndpointSetSkew(t *testing.T) {
 			tally, p95(excess), slices.Max(excess), p95(baseExcess), slices.Max(baseExcess))
 		checkNoGhostLoad(t, c)
 	})
+}
+
+// Scenario 7b, the goal of issue 19 item 15: the same loss and delay, at a
+// load where the bound decides picks (no floor: MinBound 0), with the
+// shared view, which agrees on every pick when publications arrive at once
+// (so what is measured is what the network costs; the default view,
+// overlay, keeps each replica's own unpublished placements private and
+// agrees on ~0.89 of the probe keys at this bound with no loss at all).
+// The goal (agreement under load >= 0.9) is checked with CHAOS_GOALS=1:
+// it is not met yet (see the report in gossip/DESIGN.md); by default the
+// scenario asserts that every request is answered and reports the figures.
+func TestLossyGossipAgreement(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Ring.MinBound = 0
+	cfg.Gossip.View = core.ViewShared
+	scenario(t, cfg, func(t *testing.T, c *Cluster) {
+		measure := func() (agree []float64, tally Tally) {
+			wait := heavy(c, 15*time.Second)
+			stop := Sample(time.Second, func() { agree = append(agree, c.Agreement(probeKeys)) })
+			tally = Count(wait().Outcomes())
+			stop()
+			return
+		}
+		clean, _ := measure()
+		c.Gossip.SetLoss(0.2)
+		c.Gossip.SetLatency(50*time.Millisecond, 25*time.Millisecond)
+		lossy, tally := measure()
+		if tally.OK != tally.Requests {
+			t.Fatalf("%v", tally)
+		}
+		report(t, "%v; agreement under load at the bound, 20%% loss and 50±25 ms: mean %.3f (no loss: %.3f)", tally, Mean(lossy), Mean(clean))
+		if os.Getenv("CHAOS_GOALS") != "" && Mean(lossy) < 0.9 {
+			t.Fatalf("agreement under load with loss and delay %.3f (no loss: %.3f), want >= 0.9: %v", Mean(lossy), Mean(clean), lossy)
+		}
+	})
+}
+
+// keyBodies are chat bodies of groups system prompts, as the load sends.
+func keyBodies(groups int) [][]byte {
+	var out [][]byte
+	for g := range groups {
+		for conv := range 4 {
+			out = append(out, chatBody(g, 1000+conv, 0, false))
+		}
+	}
+	return out
+}
+
+// Scenario 11 (issue 19 item 15): a replica's host is black-holed under
+// load: its gossip address stops answering without resetting anything, so
+// every dial to it hangs for memberlist's TCP timeout (10 s). Then, while
+// memberlist still lists it, new shared prompts arrive and workers are
+// registered at the survivors. A member that does not answer must delay
+// no send to the others: the survivors key requests alike (their tables
+// of shared prefixes agree) and route each new worker within 2 s.
+func TestBlackHole(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Engines = 7
+	synctest.Test(t, func(t *testing.T) {
+		c := New(cfg)
+		defer c.Close()
+		for i := range cfg.Engines {
+			if err := c.StartEngine(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range cfg.Replicas {
+			if err := c.StartReplica(i, c.EngineURLs()[:4]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wait := steadyGroups(c, 30*time.Second, 6)
+		time.Sleep(8 * time.Second)
+		c.BlackHoleReplica(2)
+		dead := time.Now()
+		// New shared prompts: the survivors' sketches change and publish.
+		waitNew := steadyGroups(c, 15*time.Second, 12)
+		bodies := keyBodies(12)
+		var stretches []time.Duration
+		var since time.Time
+		stop := Sample(100*time.Millisecond, func() {
+			switch agree := c.KeyAgreement(bodies) == 1; {
+			case !agree && since.IsZero():
+				since = time.Now()
+			case agree && !since.IsZero():
+				stretches = append(stretches, time.Since(since))
+				since = time.Time{}
+			}
+		})
+		client := &http.Client{Transport: c.transport()}
+		defer client.CloseIdleConnections()
+		var took []time.Duration
+		for k := range 3 {
+			at := k % 2 // r0, r1, r0
+			url := EngineURL(4 + k)
+			req, _ := http.NewRequest("POST", "http://"+ReplicaAdminAddr(at)+"/workers",
+				strings.NewReader(`{"url":"`+url+`","worker_type":"regular"}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+workersToken)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusAccepted {
+				t.Fatalf("registering %s at r%d: %d", url, at, resp.StatusCode)
+			}
+			took = append(took, waitRouted(t, c, url, true, 15*time.Second))
+		}
+		time.Sleep(time.Until(dead.Add(15 * time.Second)))
+		stop()
+		if !since.IsZero() {
+			stretches = append(stretches, time.Since(since))
+		}
+		waitNew()
+		tally := Count(wait().Outcomes())
+		longest := time.Duration(0)
+		if len(stretches) > 0 {
+			longest = slices.Max(stretches)
+		}
+		report(t, "%v; after the black hole: keys disagreed %d times, longest %v; new workers routed by every survivor after %v",
+			tally, len(stretches), longest, took)
+		if longest > 2*time.Second || slices.Max(took) > 2*time.Second {
+			t.Fatalf("with a member black-holed, the survivors disagreed on keys for up to %v and routed new workers after %v (want both within 2s)", longest, took)
+		}
+	})
+}
+
+// steadyGroups is the standard load over groups system prompts.
+func steadyGroups(c *Cluster, d time.Duration, groups int) (wait func() *Client) {
+	cl := c.NewClient()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	done := make(chan struct{})
+	go func() {
+		cl.Steady(ctx, 8, groups, 4, 0, 200*time.Millisecond)
+		close(done)
+	}()
+	return func() *Client {
+		<-done
+		cancel()
+		cl.Close()
+		return cl
+	}
 }

@@ -40,10 +40,12 @@ type Node struct {
 	// settingsDigest is the digest of cfg.Settings, carried in meta.
 	settingsDigest uint64
 
-	inbox   chan []byte   // copies of messages from callbacks
-	sendq   chan owed     // members owed our full entry
-	replies chan reply    // payloads' answers to members
-	poke    chan struct{} // wake the loop (membership or observation change)
+	inbox chan []byte   // copies of messages from callbacks
+	poke  chan struct{} // wake the loop (membership or observation change)
+
+	peersMu sync.Mutex       // guards peers; never held while calling memberlist
+	peers   map[string]*peer // each member's TCP send queue (peers.go); nil once stopped
+	started atomic.Bool      // n.ml is set: peers' goroutines may run
 
 	payloads []Payload // carried (Carry), by tag
 	logs     *limiter  // rate-limits the node's own warnings
@@ -115,7 +117,7 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 	}
 	n := &Node{
 		cfg: cfg, bal: bal, loads: core.NewClusterLoads(bal.Inflight(), cfg.View), log: log.With("component", "gossip"),
-		inbox: make(chan []byte, cfg.QueueSize), sendq: make(chan owed, 256), replies: make(chan reply, 64),
+		inbox: make(chan []byte, cfg.QueueSize), peers: map[string]*peer{},
 		poke: make(chan struct{}, 1), obs: observations{down: map[string]bool{}}, logs: newLimiter(),
 		inc: core.FirstIncarnation, stop: make(chan struct{}), members: map[string]memberlist.Node{}, clocks: newPeerClocks(), settingsWarned: map[string]uint64{},
 	}
@@ -150,6 +152,7 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("gossip: %w", err)
 	}
 	n.ml = ml
+	n.startPeers()
 	n.addr = ml.LocalNode().Address()
 	n.publish(n.cfg.Clock(), true)
 	first := false
@@ -159,11 +162,14 @@ func (n *Node) Start(ctx context.Context) error {
 	if c := n.conflict.Load(); c != nil {
 		_ = ml.Shutdown()
 		n.joinWG.Wait()
+		n.left.Store(true) // Close and Leave have nothing left to stop
+		close(n.stop)      // the send queues started for members met while joining
+		n.stopPeers()
+		n.wg.Wait()
 		return fmt.Errorf("%w: %q is at %s", ErrNameConflict, n.cfg.NodeName, *c)
 	}
-	n.wg.Add(3 + len(n.payloads))
+	n.wg.Add(2 + len(n.payloads))
 	go n.loop()
-	go n.sender()
 	go n.joinLoop(first)
 	for _, p := range n.payloads {
 		go n.carry(p)
@@ -186,37 +192,6 @@ func (n *Node) loop() {
 			n.refresh(n.cfg.Clock())
 		case <-t.C:
 			n.publish(n.cfg.Clock(), false)
-		}
-	}
-}
-
-// owed is a member owed our full entry: a member that joins (then with
-// every payload's own part), or every member when our endpoint list
-// changed and does not fit a packet.
-type owed struct {
-	to   *memberlist.Node
-	join bool
-}
-
-// sender sends over TCP what members are owed, and payloads' replies.
-func (n *Node) sender() {
-	defer n.wg.Done()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case r := <-n.replies:
-			n.sendReliable(&r.to, r.msg, "payload")
-		case o := <-n.sendq:
-			n.mu.Lock()
-			last := n.last
-			n.mu.Unlock()
-			if !o.join {
-				n.sendReliable(o.to, encodeFull(last), "full")
-				continue
-			}
-			locals := n.payloadSections(Payload.Local)
-			n.sendReliable(o.to, encodeEnvelope(n.cfg.NodeName, []core.Entry{last}, locals...), "full")
 		}
 	}
 }
@@ -301,9 +276,10 @@ func (n *Node) setMember(m *memberlist.Node, alive bool) {
 	defer n.memMu.Unlock()
 	if alive {
 		n.members[m.Name] = *m
-	} else {
-		delete(n.members, m.Name)
+		return
 	}
+	delete(n.members, m.Name)
+	n.dropPeer(m.Name)
 }
 
 // Leave publishes a tombstone for this replica's entry, leaves the cluster
@@ -335,6 +311,7 @@ func (n *Node) Close() error {
 
 func (n *Node) shutdown() error {
 	close(n.stop)
+	n.stopPeers()
 	err := n.ml.Shutdown()
 	n.wg.Wait()
 	n.joinWG.Wait()

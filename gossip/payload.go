@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-
-	"github.com/hashicorp/memberlist"
 )
 
 // Payload is a replicated value the node carries for another package
@@ -74,9 +72,9 @@ func (n *Node) payloadSections(part func(Payload) []byte) []section {
 	return out
 }
 
-// carry sends p's own part to every other live member each time it
-// changes, until the node stops. One goroutine per payload: a slow TCP
-// send of one payload holds up no other.
+// carry queues p's own part for every other live member each time it
+// changes, until the node stops. Each member's queue has its own
+// goroutine (peers.go): a member that does not answer holds up no other.
 func (n *Node) carry(p Payload) {
 	defer n.wg.Done()
 	for {
@@ -89,32 +87,15 @@ func (n *Node) carry(p Payload) {
 				continue
 			}
 			msg := encodeEnvelope(n.cfg.NodeName, nil, section{tag: p.Tag(), body: b})
-			for _, m := range n.liveMembers() {
-				if m.Name != n.cfg.NodeName {
-					n.sendReliable(&m, msg, "payload")
-				}
+			for _, m := range n.others() {
+				n.queueMsg(m, msg, "payload") // each member's own queue: a dead one delays no other
 			}
 		}
 	}
 }
 
-// sendReliable sends msg over TCP, counting it as kind.
-func (n *Node) sendReliable(to *memberlist.Node, msg []byte, kind string) {
-	if err := n.ml.SendReliable(to, msg); err != nil {
-		n.met.dropped.WithLabelValues("send_error").Inc()
-		return
-	}
-	n.met.sent(kind, len(msg))
-}
-
-// reply is a payload's answer to a member.
-type reply struct {
-	to  memberlist.Node
-	msg []byte
-}
-
 // mergeSections hands each payload section to its payload, and queues its
-// reply for the sender goroutine. A section no payload carries, or that
+// reply on the sender's queue. A section no payload carries, or that
 // its payload cannot decode, is skipped alone and counted. Merge loop
 // only.
 func (n *Node) mergeSections(from string, sections []section) {
@@ -148,9 +129,5 @@ func (n *Node) queueReply(to string, msg []byte) {
 	if !ok {
 		return
 	}
-	select {
-	case n.replies <- reply{to: m, msg: msg}:
-	default:
-		n.met.dropped.WithLabelValues("send_queue_full").Inc()
-	}
+	n.queueMsg(m, msg, "payload")
 }

@@ -13,6 +13,13 @@ import (
 // publish runs every interval: it refreshes membership, builds our entry,
 // versions and sends it if it changed or the heartbeat is due, forgets old
 // entries and rebuilds the view.
+//
+// Where it goes: the full entry when it fits a packet (MaxPacket), else
+// the delta when it does; each UDP publication is sent Copies times, so a
+// lost packet rarely leaves a peer an interval behind. A publication that
+// fits no packet (a delta of many endpoints under token counts, with K)
+// goes to each member's TCP queue instead, coalesced there (peers.go); so
+// does the full entry when our endpoint list changed and does not fit.
 func (n *Node) publish(now time.Time, force bool) {
 	members := n.liveMembers()
 	alive := make(map[string]string, len(members))
@@ -36,8 +43,8 @@ func (n *Node) publish(now time.Time, force bool) {
 	if send {
 		n.ver++
 		e.Version = n.ver
-		n.view.Publish(e) // in the shared views, our own part changes now, as the others' will on receipt
 		n.last, n.lastT = e, now
+		n.view.Publish(e) // in the shared views, our own part changes now, as the others' will on receipt
 	}
 	for _, node := range n.view.Table().Forget(now, n.cfg.ForgetAfter, n.cfg.NodeName) {
 		n.forgetPeer(node)
@@ -47,24 +54,47 @@ func (n *Node) publish(now time.Time, force bool) {
 	if !send || n.ml == nil { // nil: not started; tests drive publish and receive by hand
 		return
 	}
-	msg, kind := encodeFull(e), "full"
-	if len(msg) > n.cfg.MaxPacket {
-		msg, kind = encodeDelta(e), "delta"
-		if listChanged {
-			for _, t := range targets {
-				n.queueFull(t, false)
-			}
+	msg, kind, tcp := publication(e, listChanged, n.cfg.MaxPacket)
+	if tcp {
+		for _, t := range targets {
+			n.oweEntry(*t, e, listChanged, false)
 		}
+		return
 	}
-	n.sendAll(targets, msg, kind)
+	for range max(n.cfg.Copies, 1) {
+		n.sendAll(targets, msg, kind)
+	}
 }
 
-func (n *Node) queueFull(to *memberlist.Node, join bool) {
-	select {
-	case n.sendq <- owed{to: to, join: join}:
-	default:
-		n.met.dropped.WithLabelValues("send_queue_full").Inc()
+// publication is how entry e goes out: the full entry when it fits
+// maxPacket, else the delta when it fits and our endpoint list did not
+// change (a peer expands it against the list it holds); else over TCP
+// (tcp: the caller queues e for every member, full when the list changed).
+func publication(e core.Entry, listChanged bool, maxPacket int) (msg []byte, kind string, tcp bool) {
+	if msg := encodeFull(e); len(msg) <= maxPacket {
+		return msg, "full", false
 	}
+	if msg := encodeDelta(e); len(msg) <= maxPacket && !listChanged {
+		return msg, "delta", false
+	}
+	return nil, "", true
+}
+
+// queueFull queues the full entry (join: the join envelope) for member to
+// over TCP. Non-blocking: memberlist's event callbacks call it.
+func (n *Node) queueFull(to *memberlist.Node, join bool) {
+	p := n.peerFor(*to)
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if join {
+		p.join = true
+	} else {
+		p.full = true
+	}
+	p.mu.Unlock()
+	p.poke()
 }
 
 func (n *Node) sendAll(targets []*memberlist.Node, msg []byte, kind string) {

@@ -175,6 +175,10 @@ func (r *Replica) Endpoints() *upstream.Set { return r.endpoints }
 // Node is the replica's gossip node, nil with gossip off.
 func (r *Replica) Node() *gossip.Node { return r.node }
 
+// Keys returns the keyer requests are keyed with (its table of shared
+// prefixes is the one gossip merges).
+func (r *Replica) Keys() *prefix.Live { return r.keying }
+
 // Workers is the registered-worker set, nil with the workers API off.
 func (r *Replica) Workers() *workers.Set { return r.workers }
 

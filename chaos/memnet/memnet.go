@@ -24,7 +24,8 @@ type Network struct {
 	mu      sync.Mutex
 	nodes   map[string]*Transport // by "ip:port"
 	crashed map[string]bool
-	group   map[string]int // partition side; equal sides can talk
+	holed   map[string]bool // black-holed: silent, no resets
+	group   map[string]int  // partition side; equal sides can talk
 	rng     *rand.Rand
 	loss    float64
 	latency time.Duration
@@ -42,7 +43,7 @@ type Stats struct {
 // New returns an empty network whose losses and delays draw from seed.
 func New(seed uint64) *Network {
 	return &Network{
-		nodes: map[string]*Transport{}, crashed: map[string]bool{}, group: map[string]int{},
+		nodes: map[string]*Transport{}, crashed: map[string]bool{}, holed: map[string]bool{}, group: map[string]int{},
 		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}
 }
@@ -86,11 +87,30 @@ func (n *Network) Crash(addr string) {
 	}
 }
 
-// Restore undoes [Network.Crash].
+// BlackHole makes addr silent without resetting anything, as a host that
+// dies or drops off the network does: packets to and from it vanish, a
+// dial to or from it hangs for its whole timeout and then fails, and its
+// open streams swallow what is written (reads wait for their deadline).
+// Its memberlist keeps running, isolated, until shut down.
+func (n *Network) BlackHole(addr string) {
+	n.mu.Lock()
+	n.holed[addr] = true
+	n.mu.Unlock()
+}
+
+// Restore undoes [Network.Crash] and [Network.BlackHole].
 func (n *Network) Restore(addr string) {
 	n.mu.Lock()
 	delete(n.crashed, addr)
+	delete(n.holed, addr)
 	n.mu.Unlock()
+}
+
+// silent reports whether either end of a stream is black-holed.
+func (n *Network) silent(a, b string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.holed[a] || n.holed[b]
 }
 
 // Partition splits the network: addresses in different groups cannot
@@ -133,7 +153,7 @@ func (n *Network) Stats() Stats {
 // reachable reports whether from can talk to to; n.mu must be held.
 func (n *Network) reachable(from, to string) (*Transport, bool) {
 	t := n.nodes[to]
-	if t == nil || t.isShut() || n.crashed[from] || n.crashed[to] || n.group[from] != n.group[to] {
+	if t == nil || t.isShut() || n.crashed[from] || n.crashed[to] || n.holed[from] || n.holed[to] || n.group[from] != n.group[to] {
 		return nil, false
 	}
 	return t, true
@@ -189,8 +209,24 @@ func (n *Network) count(f func(*Stats)) {
 	n.mu.Unlock()
 }
 
-// dial connects from to to with an in-memory pipe, or fails at once.
-func (n *Network) dial(from, to string) (net.Conn, error) {
+// dialTimeout is how long a dial into a black hole hangs when the caller
+// gives no timeout.
+const dialTimeout = 10 * time.Second
+
+// timeoutError is a dial's timeout, as net reports one.
+type timeoutError struct{ to string }
+
+func (e timeoutError) Error() string   { return "memnet: dial " + e.to + ": i/o timeout" }
+func (e timeoutError) Timeout() bool   { return true }
+func (e timeoutError) Temporary() bool { return true }
+
+// dial connects from to to with an in-memory pipe, or fails at once; a
+// dial into (or out of) a black hole hangs for timeout, then fails.
+func (n *Network) dial(from, to string, timeout time.Duration) (net.Conn, error) {
+	if n.silent(from, to) {
+		time.Sleep(cmpOr(timeout, dialTimeout))
+		return nil, timeoutError{to}
+	}
 	n.mu.Lock()
 	t, ok := n.reachable(from, to)
 	src := n.nodes[from]
@@ -213,4 +249,11 @@ func (n *Network) dial(from, to string) (net.Conn, error) {
 	}
 	n.count(func(s *Stats) { s.Streams++ })
 	return ca, nil
+}
+
+func cmpOr(a, b time.Duration) time.Duration {
+	if a > 0 {
+		return a
+	}
+	return b
 }

@@ -46,9 +46,10 @@ func (t *Transport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, e
 // PacketCh delivers incoming packets.
 func (t *Transport) PacketCh() <-chan *memberlist.Packet { return t.packets }
 
-// DialTimeout opens a stream, or fails at once if addr is unreachable.
-func (t *Transport) DialTimeout(addr string, _ time.Duration) (net.Conn, error) {
-	return t.net.dial(t.addr, addr)
+// DialTimeout opens a stream, or fails at once if addr is unreachable
+// (after timeout if it is black-holed).
+func (t *Transport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
+	return t.net.dial(t.addr, addr, timeout)
 }
 
 // DialAddressTimeout dials a.Addr.
@@ -108,6 +109,9 @@ type conn struct {
 }
 
 func (c *conn) Write(b []byte) (int, error) {
+	if c.net.silent(string(c.local), string(c.remote)) {
+		return len(b), nil // into the void: no reset, no answer
+	}
 	k, err := c.Conn.Write(b)
 	c.net.count(func(s *Stats) { s.StreamBytes += uint64(k) })
 	return k, err
