@@ -134,7 +134,7 @@ func TestEndpointSetSkew(t *testing.T) {
 	})
 }
 
-// Scenario 7b, the goal of issue 19 item 15: the same loss and delay, at a
+// Scenario 7b: the same loss and delay, at a
 // load where the bound decides picks (no floor: MinBound 0), with the
 // shared view, which agrees on every pick when publications arrive at once
 // (so what is measured is what the network costs; the default view,
@@ -180,7 +180,7 @@ func keyBodies(groups int) [][]byte {
 	return out
 }
 
-// Scenario 11 (issue 19 item 15): a replica's host is black-holed under
+// Scenario 11: a replica's host is black-holed under
 // load: its gossip address stops answering without resetting anything, so
 // every dial to it hangs for memberlist's TCP timeout (10 s). Then, while
 // memberlist still lists it, new shared prompts arrive and workers are

@@ -15,8 +15,8 @@ import (
 // is not measured, as it may be seconds old. No entry is aged by a peer's
 // clock (see core.Liveness), so a skew changes nothing in routing; it is
 // reported because it breaks what else reads clocks (logs, traces,
-// leases) and because before issue 19 a skew past StaleAfter silently
-// hid the peer. The node's mu guards it.
+// leases) and because a skew past StaleAfter used to hide the peer
+// silently (when entries were aged by their owner's stamp). The node's mu guards it.
 type peerClocks struct {
 	skew   map[string]time.Duration
 	warned map[string]bool // logged past the limit, until it comes back within

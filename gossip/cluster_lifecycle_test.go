@@ -201,7 +201,8 @@ func TestNameConflictAndWrongKey(t *testing.T) {
 // TestFirstJoinIsRetriedPromptly: replicas that start together often start
 // before their seed listens. The first join is retried from 100 ms,
 // doubling, so a replica joins within about a second of its seed, not a
-// whole rejoin interval (10 s) later as before issue 7.
+// whole rejoin interval (10 s) later, as it did when the first join was
+// retried only at the rejoin interval.
 func TestFirstJoinIsRetriedPromptly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 6)

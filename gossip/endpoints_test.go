@@ -9,8 +9,8 @@ import (
 
 // TestEjectedEndpointReturnsWithGossip: an endpoint seen down that drops
 // out of discovery and returns is used again: the node forgets its health
-// observations of endpoints outside what it discovered (before issue 7 its
-// down-set was never pruned, and the endpoint stayed out for good).
+// observations of endpoints outside what it discovered (its down-set used
+// never to be pruned, and the endpoint stayed out for good).
 func TestEjectedEndpointReturnsWithGossip(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 1)

@@ -79,8 +79,8 @@ func TestRestartBehindClockAtNewAddressCountsAtOnce(t *testing.T) {
 }
 
 // TestRestartBehindClockAtNewAddressSketchCounts: the same restart's
-// sketch summary counts everywhere at once. Before issue 19 its records
-// were dropped as older than its predecessor's for as long as the name
+// sketch summary counts everywhere at once. Its records used to be
+// dropped as older than its predecessor's for as long as the name
 // lived (the predecessor's record, at the old address, never counted and
 // was never forgotten).
 func TestRestartBehindClockAtNewAddressSketchCounts(t *testing.T) {

@@ -42,8 +42,8 @@ func (a allReplicas) LookupHost(context.Context, string) ([]string, error) { ret
 // measureBandwidth: seed "ip" joins through one replica's address; "dns"
 // through a name resolving to every replica (the Kubernetes setup), with
 // this build's rejoin (only peers not yet members, at most 3); and
-// "dns-join-all" adds what the rejoin did before issue 7: every replica
-// joining every address the name resolves to, every rejoin interval.
+// "dns-join-all" adds what the rejoin used to do: every replica joining
+// every address the name resolves to, every rejoin interval.
 func measureBandwidth(t *testing.T, replicas, endpoints int, seed string) {
 	net := memnet.New(1)
 	eps := make([]string, endpoints)

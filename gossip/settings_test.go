@@ -10,8 +10,8 @@ import (
 // TestSettingsMismatchIsRefusedAndReported: two replicas whose settings
 // differ (one counts tokens, the other requests) do not sum each other's
 // counts or take each other's votes, and each reports the mismatch, with
-// both summaries. Before issue 19 each summed the other's counts in its
-// own unit, and nothing noticed.
+// both summaries. Each used to sum the other's counts in its own unit,
+// and nothing noticed.
 func TestSettingsMismatchIsRefusedAndReported(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 51)

@@ -19,8 +19,8 @@ import (
 // TestMeasureRebuildStall measures how long the gossip node's lock (which
 // its publish loop, its merge loop and memberlist's push/pull LocalState
 // take) is held while a new endpoint set's ring is built, at 256 and 512
-// endpoints: with the verdict applied on the node's goroutine, as before
-// issue 7 (the default sink, the node's own balancer), and with the endpoint set as the sink,
+// endpoints: with the verdict applied on the node's goroutine, as it used
+// to be (the default sink, the node's own balancer), and with the endpoint set as the sink,
 // which builds the ring on its own goroutine. It is a measurement, not a
 // check: GOSSIP_MEASURE=1 go test -run MeasureRebuildStall -v ./gossip
 func TestMeasureRebuildStall(t *testing.T) {

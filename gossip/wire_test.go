@@ -282,7 +282,7 @@ func TestUnknownVersionAndKindRefused(t *testing.T) {
 	}
 }
 
-// TestPublicationSizes (issue 19 item 13): under the token signal with K,
+// TestPublicationSizes: under the token signal with K,
 // a delta of many endpoints fits no UDP packet; such a publication goes
 // over TCP (coalesced per member), never as one oversized UDP datagram
 // (IP fragments, each lost alone). Sizes at 500 and 2,000 endpoints with

@@ -29,9 +29,8 @@ func readyz(t *testing.T, base string) (int, string) {
 // TestSettingsMismatchFailsReadyzOnlyWhenStrict: two replicas, one on
 // --load-signal tokens and one on requests, refuse each other's counts and
 // say so; /readyz fails only on the replica started with
-// --gossip-strict-settings, and the other stays ready, degraded. Before
-// issue 19 each read the other's counts in its own unit, and nothing
-// noticed.
+// --gossip-strict-settings, and the other stays ready, degraded. Each
+// used to read the other's counts in its own unit, and nothing noticed.
 func TestSettingsMismatchFailsReadyzOnlyWhenStrict(t *testing.T) {
 	key := []byte("0123456789abcdef")
 	ctx, cancel := context.WithCancel(context.Background())

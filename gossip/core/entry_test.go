@@ -104,7 +104,7 @@ func TestForgetDropsOldEntriesAndTheyStayDead(t *testing.T) {
 // TestEntriesAgeFromTheirReceipt: an entry counts for StaleAfter after
 // this replica heard it, whatever its owner's clock said: a peer whose
 // clock is a minute behind counts, and a minute ahead stops counting on
-// time. Before issue 19 the age was read from the owner's stamp.
+// time. The age used to be read from the owner's stamp.
 func TestEntriesAgeFromTheirReceipt(t *testing.T) {
 	for _, skew := range []time.Duration{-time.Minute, -10 * time.Second, 0, time.Minute} {
 		loads := NewClusterLoads(zeroLoads{}, ViewExact)

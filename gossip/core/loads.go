@@ -21,7 +21,7 @@ import (
 //     entry goes stale only when its owner stopped (or its packets stopped
 //     arriving) for StaleAfter. The age is never read from the owner's
 //     stamp: a replica whose clock is off by more than StaleAfter would be
-//     invisible to every peer (before issue 19 it was, silently). Replicas
+//     invisible to every peer (it used to be, silently). Replicas
 //     drop a silent replica's counts within the spread of their receipts
 //     of its last entry (a network delay), plus one merge-loop turn.
 //

@@ -1,5 +1,5 @@
 // Command vshaproxy is `make vs-haproxy`: prefixring against HAProxy 2.6 in
-// real time (issue 20, goal 5). It starts, on 127.0.0.1, eight simulated
+// real time (the study's goal 5, docs/vs-haproxy.md). It starts, on 127.0.0.1, eight simulated
 // vLLM engines (`prefixring sim`, the default Llama-3.1-8B-on-H100 profile
 // and KV cache) and in front of them one system at a time:
 //
@@ -628,7 +628,7 @@ type summary struct {
 	Errors      int    `json:"errors"`
 	// VsHAProxy, for prefixring-xN beside haproxy-xN: the ratio of the
 	// runs' average TTFT mean and p95 to HAProxy's, and whether both are
-	// <= 1 (issue 20, goal 5).
+	// <= 1 (the study's goal 5).
 	VsHAProxy *verdict `json:"vs_haproxy,omitempty"`
 }
 

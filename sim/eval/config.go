@@ -100,8 +100,8 @@ const (
 
 // DefaultSeeds are the seeds the default study reports. prefixring's
 // defaults (c, the floors, the signal, the view, the key) were chosen on
-// seeds 1 to 5 (the earlier studies ran seed 1, issue 20's demo
-// measurements seeds 1 to 5); the report runs on others.
+// seeds 1 to 5 (the earlier studies ran seed 1, the demo measurements
+// seeds 1 to 5); the report runs on others.
 var DefaultSeeds = []uint64{11, 12, 13}
 
 // DefaultTraces is where the default study looks for the Mooncake traces

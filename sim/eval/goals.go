@@ -25,7 +25,8 @@ func status(ok, n int) string {
 	return fmt.Sprintf("%s (%d of %d seeds)", missed, n-ok, n)
 }
 
-// goals checks issue 20's goals 1 to 4 and says, at each miss, why.
+// goals checks the study's goals 1 to 4 (docs/study.md, "Goals and what
+// the report shows") and says, at each miss, why.
 func goals(b *strings.Builder, all, pol set) {
 	b.WriteString("## Goals, checked on these results\n\nA goal is met at a point when it holds on every seed. Goal 5 (real time against HAProxy) is not the simulator's.\n\n")
 	goalDemo(b, all.grid(GridDemo))
