@@ -50,6 +50,7 @@ func report(t *testing.T, format string, args ...any) {
 // scenario runs body inside a synctest bubble on a started cluster, and
 // closes everything after.
 func scenario(t *testing.T, cfg Config, body func(t *testing.T, c *Cluster)) {
+	t.Parallel() // each scenario is a bubble of its own, in virtual time
 	synctest.Test(t, func(t *testing.T) {
 		c := New(cfg)
 		if err := c.Start(); err != nil {

@@ -13,6 +13,7 @@ import (
 // replica and routed by all of them, and the API refuses a call without
 // the token.
 func TestWorkersAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	cfg := DefaultConfig()
 	cfg.Engines = 5
 	synctest.Test(t, func(t *testing.T) {
@@ -51,6 +52,7 @@ func TestWorkersAcrossReplicas(t *testing.T) {
 // gossip (workers.TestLocalSendsOnlyNewOps), so the churn's gossip grows
 // with the calls, not with the set.
 func TestWorkersChurnUnderLoad(t *testing.T) {
+	t.Parallel()
 	cfg := DefaultConfig()
 	cfg.Engines = 8
 	synctest.Test(t, func(t *testing.T) {

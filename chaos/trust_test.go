@@ -16,6 +16,7 @@ import (
 // of the clients' requests (17–23 of 40 clients' requests when this was
 // measured).
 func TestKeylessStranger(t *testing.T) {
+	t.Parallel()
 	cfg := DefaultConfig()
 	cfg.Replicas, cfg.Engines = 4, 5
 	synctest.Test(t, func(t *testing.T) {
