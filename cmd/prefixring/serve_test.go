@@ -1,0 +1,71 @@
+package main
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/prefixring/prefixring/router"
+)
+
+// runServeFlags parses serve's flags (gossip's included) from args and
+// returns routerConfig's answer.
+func runServeFlags(t *testing.T, args ...string) (cfg router.Config, warnings []string, err error) {
+	t.Helper()
+	app := &cli.App{Flags: append(serveFlags(), gossipFlags()...), Action: func(c *cli.Context) error {
+		cfg, warnings, err = routerConfig(c)
+		return nil
+	}}
+	if rerr := app.Run(append([]string{"prefixring", "--endpoints", "http://127.0.0.1:1"}, args...)); rerr != nil {
+		t.Fatal(rerr)
+	}
+	return cfg, warnings, err
+}
+
+// Flags that cannot act are said at start, not silently ignored: the gossip
+// flags without --gossip-bind (refused where they would change who routes
+// where, warned about otherwise), --group-spread with the sketch off; and
+// gossip without a key refuses to start unless --gossip-insecure.
+func TestServeFlagsSayWhatCannotAct(t *testing.T) {
+	if _, w, err := runServeFlags(t); err != nil || len(w) != 0 {
+		t.Fatalf("defaults: %v %v", w, err)
+	}
+	kinds := map[string]cli.Flag{}
+	for _, fl := range gossipFlags() {
+		kinds[fl.Names()[0]] = fl
+	}
+	for _, f := range gossipWarned {
+		arg := "--" + f + "=2s"
+		switch kinds[f].(type) {
+		case *cli.BoolFlag:
+			arg = "--" + f
+		case *cli.StringFlag:
+			arg = "--" + f + "=x"
+		}
+		_, w, err := runServeFlags(t, arg)
+		if err != nil || !slices.ContainsFunc(w, func(s string) bool { return strings.Contains(s, "--"+f) }) {
+			t.Errorf("%s without --gossip-bind: warnings %v, err %v", arg, w, err)
+		}
+	}
+	for _, f := range []string{"--join=x:1", "--gossip-view=exact", "--gossip-insecure"} {
+		if _, _, err := runServeFlags(t, f); err == nil || !strings.Contains(err.Error(), "needs --gossip-bind") {
+			t.Errorf("%s without --gossip-bind: %v", f, err)
+		}
+	}
+	if _, w, _ := runServeFlags(t, "--sketch=false", "--group-spread=4"); len(w) != 1 || !strings.Contains(w[0], "--group-spread") {
+		t.Errorf("--group-spread with the sketch off: %v", w)
+	}
+	if _, _, err := runServeFlags(t, "--gossip-bind=127.0.0.1:0"); !errors.Is(err, router.ErrGossipKeyMissing) {
+		t.Errorf("gossip without a key: %v", err)
+	}
+	cfg, _, err := runServeFlags(t, "--gossip-bind=127.0.0.1:0", "--gossip-insecure")
+	if err != nil || !cfg.GossipInsecure || cfg.Gossip == nil || cfg.Gossip.Key != nil {
+		t.Errorf("--gossip-insecure: %+v %v", cfg.Gossip, err)
+	}
+	if _, _, err := runServeFlags(t, "--load-factor=1e18"); err == nil {
+		t.Error("--load-factor 1e18 accepted")
+	}
+}
