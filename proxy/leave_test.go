@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestEndpointLeavingMidRequestFinishesIt: an endpoint that leaves the set
@@ -59,5 +60,71 @@ func TestEndpointLeavingMidRequestFinishesIt(t *testing.T) {
 	}
 	if n := f.observed.failuresOf(mustID(t, leaving.URL)); n != 0 {
 		t.Fatalf("leaving counted as %d failures", n)
+	}
+}
+
+// TestLeavingEndpointFinishesItsBody: the same, with the answer's headers
+// sent before its body. The try held the departed endpoint until its
+// headers; releasing that last hold forgot the endpoint and cancelled its
+// alive context, which the try still watched, so the try was abandoned
+// while its body was on the way: the client lost the answer (an EOF from
+// the router, seen once in chaos's rolling update). A try stops watching
+// before it releases its hold.
+func TestLeavingEndpointFinishesItsBody(t *testing.T) {
+	f := newFixture(t, 2)
+	started, headers, finish := make(chan string, 1), make(chan struct{}), make(chan struct{})
+	outcome := make(chan string, 1)
+	hold := func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		started <- r.Host
+		<-headers
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-finish:
+			io.WriteString(w, "data: {\"id\":\"cmpl-1\"}\n\ndata: [DONE]\n\n")
+			outcome <- "finished"
+		case <-r.Context().Done():
+			outcome <- "abandoned"
+		}
+	}
+	for _, u := range f.ups {
+		u.setHandler(hold)
+	}
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/v1/chat/completions",
+			strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hello"}]}`))
+		resp, err := f.srv.Client().Do(req)
+		done <- result{resp, err}
+	}()
+	host := <-started
+	for _, u := range f.ups {
+		if u.Listener.Addr().String() != host {
+			f.setEndpoints(t, u.URL) // the answering endpoint leaves discovery
+		}
+	}
+	close(headers)
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.resp.Body.Close()
+	// The client has the headers: the router's try released its hold.
+	// Give an abandonment every chance to reach the endpoint first.
+	select {
+	case o := <-outcome:
+		t.Fatalf("the endpoint's request was %s before its body was asked for", o)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(finish)
+	body := readAll(t, r.resp.Body)
+	if o := <-outcome; o != "finished" || !strings.Contains(body, "[DONE]") {
+		t.Fatalf("outcome %s, body %q", o, body)
 	}
 }

@@ -134,10 +134,19 @@ func (t *retrying) send(out *http.Request, x *exchange) (*http.Response, error) 
 	alive, release := t.rt.targets.Hold(id)
 	stop := context.AfterFunc(alive, func() { abandon(errEndpointDown) })
 	resp, err := t.base.RoundTrip(out.WithContext(try))
+	// Stop watching before releasing the hold: releasing the last hold of
+	// a departed endpoint ends its alive context, which must not abandon
+	// this try's body, on its way now.
+	watching := stop()
 	release()
-	if !stop() && err != nil && errors.Is(context.Cause(try), errEndpointDown) {
-		// Abandoned while waiting for headers: the endpoint is already
-		// out, and nothing reached the client; retry elsewhere.
+	if !watching && errors.Is(context.Cause(try), errEndpointDown) {
+		// Abandoned while waiting for headers (or as they came): the
+		// endpoint stopped answering its probes, and nothing reached the
+		// client; retry elsewhere.
+		if err == nil {
+			resp.Body.Close()
+			err = context.Cause(try)
+		}
 		return nil, fmt.Errorf("%w: %w", errEndpointDown, err)
 	}
 	switch {
