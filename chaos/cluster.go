@@ -407,27 +407,17 @@ func (c *Cluster) Crashes(i int) int {
 
 // CrashReplica kills replica i as SIGKILL would: no leave, its gossip
 // address goes silent, its connections break mid-request.
-func (c *Cluster) CrashReplica(i int) {
-	c.mu.Lock()
-	r := c.reps[i]
-	c.reps[i] = nil
-	c.crashes[i]++
-	c.mu.Unlock()
-	if r == nil {
-		return
-	}
-	c.Gossip.Crash(r.GossipAddr)
-	r.ln.Crash()
-	r.Router.Close()
-	<-r.done
-	r.stop()
-}
+func (c *Cluster) CrashReplica(i int) { c.kill(i, c.Gossip.Crash) }
 
 // BlackHoleReplica kills replica i's host as a power cut or a dropped
 // network link would: its gossip address goes silent without resetting
 // anything (packets vanish, dials to it hang for their timeout; see
 // memnet's BlackHole), its clients are refused, its process stops.
-func (c *Cluster) BlackHoleReplica(i int) {
+func (c *Cluster) BlackHoleReplica(i int) { c.kill(i, c.Gossip.BlackHole) }
+
+// kill stops replica i without a leave, silencing its gossip address as
+// silence does, and breaks its client connections.
+func (c *Cluster) kill(i int, silence func(addr string)) {
 	c.mu.Lock()
 	r := c.reps[i]
 	c.reps[i] = nil
@@ -436,7 +426,7 @@ func (c *Cluster) BlackHoleReplica(i int) {
 	if r == nil {
 		return
 	}
-	c.Gossip.BlackHole(r.GossipAddr)
+	silence(r.GossipAddr)
 	r.ln.Crash()
 	r.Router.Close()
 	<-r.done
