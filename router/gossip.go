@@ -60,8 +60,9 @@ type clusterStatus struct {
 	Insecure bool `json:"insecure"`
 }
 
+// debugCluster serves /debug/cluster, registered only with gossip on.
 func (r *Replica) debugCluster() any {
-	return clusterStatus{ClusterStatus: r.node.Status(), Insecure: r.node != nil && r.cfg.GossipInsecure && r.cfg.Gossip.Key == nil}
+	return clusterStatus{ClusterStatus: r.node.Status(), Insecure: r.cfg.GossipInsecure && r.cfg.Gossip.Key == nil}
 }
 
 // shareMetrics registers the shared-prefix sketch's figures.

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -231,4 +232,27 @@ func LaunchReplicas(ctx context.Context, bin string, n int, engines []string, lo
 		}
 	}
 	return procs, WaitMembers(ctx, procs, n)
+}
+
+// LaunchEngines runs n `bin sim` engines named engine-0..n-1, engine i
+// seeded i, with args added to each. logf(name) receives an engine's log
+// lines (nil: none). The engines it started are returned even with an
+// error: the caller stops them.
+func LaunchEngines(bin string, n int, logf func(name string) func(string), args ...string) ([]*Proc, error) {
+	var procs []*Proc
+	for i := range n {
+		name := fmt.Sprintf("engine-%d", i)
+		var lf func(string)
+		if logf != nil {
+			lf = logf(name)
+		}
+		p, err := LaunchSim(bin, name, lf, append([]string{"--seed", strconv.Itoa(i)}, args...)...)
+		if p != nil {
+			procs = append(procs, p)
+		}
+		if err != nil {
+			return procs, err
+		}
+	}
+	return procs, nil
 }

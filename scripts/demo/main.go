@@ -120,16 +120,13 @@ func run(ctx context.Context, o *options, w workload.MultiTurn, policy string) (
 		}
 		return func(line string) { log.Print(name, ": ", line) }
 	}
+	engs, err := e2eproc.LaunchEngines(o.bin, o.engines, logf, "--kv-blocks", strconv.Itoa(o.kvBlocks))
+	procs = append(procs, engs...)
+	if err != nil {
+		return nil, err
+	}
 	var engines []string
-	for i := range o.engines {
-		name := fmt.Sprintf("engine-%d", i)
-		p, err := e2eproc.LaunchSim(o.bin, name, logf(name), "--kv-blocks", strconv.Itoa(o.kvBlocks), "--seed", strconv.Itoa(i))
-		if p != nil {
-			procs = append(procs, p)
-		}
-		if err != nil {
-			return nil, err
-		}
+	for _, p := range engs {
 		engines = append(engines, p.URL)
 	}
 	reps, err := e2eproc.LaunchReplicas(ctx, o.bin, o.replicas, engines, logf, "--policy", policy)

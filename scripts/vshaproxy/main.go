@@ -279,20 +279,17 @@ func runOne(ctx context.Context, o *options, s system, wl string, round int) (re
 		}
 		return func(line string) { log.Print(name, ": ", line) }
 	}
+	var kv []string
+	if o.kvBlocks > 0 {
+		kv = []string{"--kv-blocks", strconv.Itoa(o.kvBlocks)}
+	}
+	engs, err := e2eproc.LaunchEngines(o.bin, o.engines, logf, kv...)
+	procs = append(procs, engs...)
+	if err != nil {
+		return res, err
+	}
 	var engines []string
-	for i := range o.engines {
-		name := fmt.Sprintf("engine-%d", i)
-		args := []string{"--seed", strconv.Itoa(i)}
-		if o.kvBlocks > 0 {
-			args = append(args, "--kv-blocks", strconv.Itoa(o.kvBlocks))
-		}
-		p, err := e2eproc.LaunchSim(o.bin, name, logf(name), args...)
-		if p != nil {
-			procs = append(procs, p)
-		}
-		if err != nil {
-			return res, err
-		}
+	for _, p := range engs {
 		engines = append(engines, p.URL)
 	}
 	if ctx.Err() != nil {
