@@ -76,6 +76,12 @@ type Request struct {
 	// unknown); with [Config.GroupSpread] the balancer spreads the group
 	// over endpoints in proportion to it.
 	GroupShare float64
+	// Follow is an endpoint that holds more of the key's history than
+	// its home: where the key's last turn spilled (policy.Follow
+	// remembers it). A keyed pick tries it first, weighed and bounded as
+	// the home is (its new tokens, the home's slack), and takes it as
+	// DecisionSpill; else the usual walk. Empty: none.
+	Follow string
 }
 
 // weights are what the [Balancer] derives from a [Request] before a pick
@@ -223,6 +229,9 @@ func (r *Ring) pick(req Request, pw weights, s *State) (int, Decision, error) {
 		hw = w
 	}
 	hlimit := s.Limit(hw) + pw.homeSlack
+	if i, ok := r.followed(req, &pw, s, hw, hlimit); ok {
+		return i, DecisionSpill, nil
+	}
 	if req.Group != 0 && pw.spread > 0 {
 		return r.pickGrouped(req, &pw, s, w, limit, hw, hlimit)
 	}
@@ -264,6 +273,32 @@ func (r *Ring) pick(req Request, pw weights, s *State) (int, Decision, error) {
 		return -1, DecisionFallback, ErrNoEndpoints
 	}
 	return i, DecisionFallback, nil
+}
+
+// followed returns req.Follow's index when it is an endpoint of r other
+// than the key's home, usable, and within the home's bounds.
+func (r *Ring) followed(req Request, pw *weights, s *State, hw, hlimit int64) (int, bool) {
+	if req.Follow == "" {
+		return -1, false
+	}
+	i, ok := slices.BinarySearch(r.ids, req.Follow)
+	if !ok || i == r.homeOf(req, pw, s) || !s.usable(r, i, req.Exclude) || !s.fits(r, i, hw, hlimit, pw, req.Group) {
+		return -1, false
+	}
+	return i, true
+}
+
+// homeOf is the index of req's home: the first of its grouped order when
+// its group is spread, else its ring home.
+func (r *Ring) homeOf(req Request, pw *weights, s *State) int {
+	if req.Group != 0 && pw.spread > 0 {
+		var buf [64]int
+		if o := r.groupedOrder(req, pw.spread, s, buf[:0]); len(o) > 0 {
+			return o[0]
+		}
+		return -1
+	}
+	return r.Home(req.Key)
 }
 
 // walk appends to dst the distinct owners of the partitions from key's on,

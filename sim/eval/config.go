@@ -155,7 +155,7 @@ func DefaultConfig(traces string, full bool) Config {
 	pols := slices.Clone(DefaultPolicies)
 	rates := []float64{0.25, 1, 2}
 	if full {
-		pols, rates = slices.Clone(Policies), append(rates, 4)
+		pols, rates = slices.DeleteFunc(slices.Clone(Policies), isFollow), append(rates, 4)
 	}
 	mk := func(name string, f func(*Grid)) Grid {
 		g := defaults()
@@ -352,8 +352,22 @@ func ParseSignal(s string) (ring.Signal, error) {
 // streamed until its answer), where least-load counts requests in flight.
 const LeastTokens = "least-tokens"
 
-// Policies are the policies the study knows: policy.Names and LeastTokens.
-var Policies = append(slices.Clone(policy.Names), LeastTokens)
+// The study's follow variants of chwbl (docs/study.md, "Conversations
+// that spill"): a keyed turn tries first where its key's last turn went
+// when that was not its home (policy.Follow). chwbl-follow remembers per
+// router replica, as serve would; chwbl-follow-shared gives all replicas
+// one memory, the upper bound of sharing it. Measured only on request
+// (--policies); the --full study leaves them out.
+const (
+	ChwblFollow       = "chwbl-follow"
+	ChwblFollowShared = "chwbl-follow-shared"
+)
+
+func isFollow(p string) bool { return p == ChwblFollow || p == ChwblFollowShared }
+
+// Policies are the policies the study knows: policy.Names, LeastTokens
+// and the follow variants.
+var Policies = append(slices.Clone(policy.Names), LeastTokens, ChwblFollow, ChwblFollowShared)
 
 // reads says which axes a policy's decisions depend on, beyond the
 // workload, the fleet, the routers and the load: a policy runs once for the
@@ -365,7 +379,7 @@ func bounded(policy string) bool { return readsOf(policy).bound }
 
 func readsOf(policy string) reads {
 	switch policy {
-	case "chwbl":
+	case "chwbl", ChwblFollow, ChwblFollowShared:
 		return reads{bound: true, gossip: true, key: true}
 	case "chwbl-local":
 		return reads{bound: true, key: true}

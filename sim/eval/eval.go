@@ -64,6 +64,10 @@ type Result struct {
 	// their conversation's most used engine (null for workloads without
 	// conversations).
 	SameEngineTurns *float64 `json:"same_engine_turns"`
+	// FollowRate is the share of keyed requests that went where their
+	// key's last turn went off its home (the follow variants; null for
+	// the others). Those turns count in SpillRate too.
+	FollowRate *float64 `json:"follow_rate,omitempty"`
 	// TTFTsMS are the sorted TTFTs, for the CDF chart; not in results.json.
 	TTFTsMS []float64 `json:"-"`
 }

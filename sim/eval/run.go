@@ -286,9 +286,18 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 	if !cfg.KVCapacityUnknown {
 		kvCap = int64(ec.Blocks() * ec.BlockSize)
 	}
-	if pt.policy == "chwbl" && scraped == nil {
-		rp, err = replicas.New(replicas.Config{Replicas: pt.routers, Endpoints: ids, Ring: rc, Gossip: true, KVCapacity: kvCap,
-			Interval: pt.interval, Latency: GossipLatency, Loss: pt.loss, Seed: pt.seed, View: pt.view})
+	var now time.Duration // the virtual time of the pick, for the follow memory's TTL
+	var follows []*policy.Follow
+	if (pt.policy == "chwbl" || isFollow(pt.policy)) && scraped == nil {
+		rcfg := replicas.Config{Replicas: pt.routers, Endpoints: ids, Ring: rc, Gossip: true, KVCapacity: kvCap,
+			Interval: pt.interval, Latency: GossipLatency, Loss: pt.loss, Seed: pt.seed, View: pt.view}
+		if isFollow(pt.policy) {
+			rcfg.Wrap, err = followWrap(pt.policy == ChwblFollowShared, &now, &follows)
+			if err != nil {
+				return Result{}, err
+			}
+		}
+		rp, err = replicas.New(rcfg)
 		if err != nil {
 			return Result{}, err
 		}
@@ -322,6 +331,7 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 	if rp != nil { // the replicas model learns virtual time from the key function
 		callKey = func(c *workload.Call, at time.Duration) ring.Request {
 			rp.SetNow(at)
+			now = at
 			return key.request(c, at)
 		}
 	}
@@ -358,11 +368,41 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 		a, f := rp.Agreement(), rp.FalseSpillRate()
 		r.Agreement, r.FalseSpillRate = &a, &f
 	}
+	if len(follows) > 0 && rp.Keyed > 0 {
+		var n int64
+		for _, f := range follows {
+			n += f.Followed.Load()
+		}
+		fr := float64(n) / float64(rp.Keyed)
+		r.FollowRate = &fr
+	}
 	if m != nil && m.Keyed > 0 {
 		f := float64(m.False) / float64(m.Keyed)
 		r.FalseSpillRate = &f
 	}
 	return r, nil
+}
+
+// followWrap returns what wraps each replica's balancer in a follow
+// policy: each with its own memory, or with shared one memory for all;
+// the memories read the virtual time at *now, and *follows collects the
+// policies for their counts.
+func followWrap(shared bool, now *time.Duration, follows *[]*policy.Follow) (func(int, *ring.Balancer) replicas.Acquirer, error) {
+	cfg := policy.DefaultFollowConfig()
+	one, err := policy.NewFollowMemory(cfg)
+	if err != nil {
+		return nil, err
+	}
+	clock := func() time.Time { return time.Unix(0, 0).Add(*now) }
+	return func(_ int, b *ring.Balancer) replicas.Acquirer {
+		mem := one
+		if !shared {
+			mem, _ = policy.NewFollowMemory(cfg) // cfg is valid: one was built from it
+		}
+		f := policy.NewFollow(b, mem, clock)
+		*follows = append(*follows, f)
+		return f
+	}, nil
 }
 
 // boundFired is the share of keyed picks whose home the bound refused

@@ -58,6 +58,15 @@ type Config struct {
 	// default, raised to 3 intervals for long intervals (production
 	// requires it above the heartbeat, which is at least the interval).
 	StaleAfter time.Duration
+	// Wrap, when set, returns the policy replica i runs over its
+	// balancer (eval's chwbl-follow); nil: the balancer's own pick. The
+	// agreement and false-spill measures still ask the balancers alone.
+	Wrap func(i int, bal *ring.Balancer) Acquirer
+}
+
+// Acquirer is a replica's policy: policy.Picker.
+type Acquirer interface {
+	Acquire(ring.Request) (ring.Lease, error)
 }
 
 // epoch anchors virtual time to the wall-clock stamps entries carry.
@@ -67,6 +76,7 @@ var epoch = time.Unix(1_700_000_000, 0)
 type replica struct {
 	name  string
 	bal   *ring.Balancer
+	pick  Acquirer           // bal, or cfg.Wrap's policy over it
 	loads *core.ClusterLoads // nil without gossip: the balancer reads its own counters
 	view  *core.View         // entries received, its own included; nil without gossip
 	ver   uint64
@@ -139,7 +149,10 @@ func New(cfg Config) (*Picker, error) {
 			return nil, err
 		}
 		name := fmt.Sprintf("replica-%d", i)
-		r := &replica{name: name, bal: b, next: time.Duration(i) * cfg.Interval / time.Duration(cfg.Replicas)}
+		r := &replica{name: name, bal: b, pick: b, next: time.Duration(i) * cfg.Interval / time.Duration(cfg.Replicas)}
+		if cfg.Wrap != nil {
+			r.pick = cfg.Wrap(i, b)
+		}
 		if cfg.Gossip {
 			r.loads = core.NewClusterLoads(b.Inflight(), cfg.View)
 			r.view = core.NewView(name, cfg.StaleAfter, r.loads)
@@ -192,7 +205,7 @@ func (p *Picker) Acquire(req ring.Request) (ring.Lease, error) {
 	p.advance()
 	i := p.turn % len(p.reps)
 	p.turn++
-	lease, err := p.reps[i].bal.Acquire(req)
+	lease, err := p.reps[i].pick.Acquire(req)
 	if err != nil || !req.Keyed {
 		return lease, err
 	}
