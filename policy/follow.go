@@ -23,7 +23,7 @@ import (
 // FollowConfig bounds a [FollowMemory].
 type FollowConfig struct {
 	// Max is the most keys remembered; the least recently used go first.
-	// Default 65536 (a key, an endpoint ID and a time: about 100 bytes).
+	// Default 65536.
 	Max int
 	// TTL forgets a key whose last turn was longer ago: its history has
 	// likely left the engine's cache, and its home is as good. Default 10
