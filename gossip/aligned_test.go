@@ -66,3 +66,35 @@ func TestAlignedViewAgreesUnderDelay(t *testing.T) {
 		})
 	}
 }
+
+// TestAlignedViewSendsEachPublicationOnceMore: in the aligned view a UDP
+// publication goes Copies times at once and once more at the next tick
+// (before it is due, so a receiver that lost the first copies still
+// applies it on time); the other views send it Copies times.
+func TestAlignedViewSendsEachPublicationOnceMore(t *testing.T) {
+	for mode, want := range map[core.ViewMode]float64{core.ViewShared: 2, core.ViewAligned: 3} {
+		synctest.Test(t, func(t *testing.T) {
+			c := newCluster(t, 1)
+			c.tweak = func(cfg *Config) { cfg.View = mode }
+			defer c.stopAll()
+			r0 := c.mustStart("r0", "10.0.0.1:7946")
+			c.mustStart("r1", "10.0.0.2:7946")
+			c.waitAgreed(10*time.Second, func(string) bool { return c.members(r0) == 2 })
+			time.Sleep(time.Second + DefaultConfig().Interval/2) // half-way between ticks
+			sent := func() float64 { return counterValue(r0.node.met.messages.WithLabelValues("out", "full")) }
+			before := sent()
+			for { // a quiet moment: nothing of an earlier publication left to send
+				time.Sleep(2 * DefaultConfig().Interval)
+				if sent() == before {
+					break
+				}
+				before = sent()
+			}
+			r0.hold(t, 1)
+			time.Sleep(3 * DefaultConfig().Interval)
+			if got := sent() - before; got != want {
+				t.Errorf("%s: one publication to one peer went %v times, want %v", mode, got, want)
+			}
+		})
+	}
+}

@@ -47,6 +47,10 @@ type Node struct {
 	peers   map[string]*peer // each member's TCP send queue (peers.go); nil once stopped
 	started atomic.Bool      // n.ml is set: peers' goroutines may run
 
+	// again is the last UDP publication, sent once more at the next tick
+	// in the aligned view (sync.go); the loop goroutine's alone.
+	again *publicationMsg
+
 	payloads []Payload // carried (Carry), by tag
 	logs     *limiter  // rate-limits the node's own warnings
 
