@@ -62,6 +62,16 @@ func TestAlignedViewAgreesUnderDelay(t *testing.T) {
 					t.Errorf("shared: the replicas' loads differed at only %d of %d instants: the delay did not bite", differed, samples)
 				}
 				c.waitAgreed(time.Second, func(v string) bool { return strings.HasPrefix(v, "total=12 ") })
+				st := c.reps["r0"].node.Status()
+				wantLag := map[core.ViewMode]int64{core.ViewAligned: 250}[mode]
+				if st.ApplyLagMillis != wantLag || len(st.Entries) != 3 {
+					t.Fatalf("%s: /debug/cluster apply lag %d ms, %d entries; want %d ms, 3", mode, st.ApplyLagMillis, len(st.Entries), wantLag)
+				}
+				for _, e := range st.Entries {
+					if applied := e.AppliedVersion != 0; applied != (mode == core.ViewAligned) || (e.Node != "r0" && !e.Counted) {
+						t.Errorf("%s: /debug/cluster entry %s: applied version %d of %d, counted %v", mode, e.Node, e.AppliedVersion, e.Version, e.Counted)
+					}
+				}
 			})
 		})
 	}
