@@ -140,33 +140,75 @@ func TestEndpointSetSkew(t *testing.T) {
 // (so what is measured is what the network costs; the default view,
 // overlay, keeps each replica's own unpublished placements private and
 // agrees on ~0.89 of the probe keys at this bound with no loss at all).
-// The goal (agreement under load >= 0.9) is checked with CHAOS_GOALS=1:
-// it is not met yet (see the report in gossip/DESIGN.md); by default the
-// scenario asserts that every request is answered and reports the figures.
+// The shared view does not meet the goal (agreement under load >= 0.9):
+// each replica applies its own publication at once and the others' on
+// receipt, so at most instants they hold different ones; the aligned view
+// (7c) meets it. Here the goal is checked only with CHAOS_GOALS=1; by
+// default the scenario asserts that every request is answered and reports
+// the figures.
 func TestLossyGossipAgreement(t *testing.T) {
+	lossyAgreement(t, core.ViewShared, os.Getenv("CHAOS_GOALS") != "")
+}
+
+// Scenario 7c: the same, with the aligned view: every replica applies each
+// publication (its own included) at its stamp plus the apply lag, so the
+// replicas that heard the same publications read the same loads at the
+// same instant whatever the 50±25 ms delay, and each publication's repeat
+// at the next tick arrives before it is due, so a lost one is missed only
+// when all three sends are. The goal (>= 0.9 under loss and delay) is
+// checked on every run.
+func TestLossyGossipAgreementAligned(t *testing.T) {
+	lossyAgreement(t, core.ViewAligned, true)
+}
+
+// lossyAgreement measures agreement under load at the bound in view,
+// without and then with 20% loss and 50±25 ms delay; goal: fail below 0.9.
+func lossyAgreement(t *testing.T, view core.ViewMode, goal bool) {
 	cfg := DefaultConfig()
 	cfg.Ring.MinBound = 0
-	cfg.Gossip.View = core.ViewShared
+	cfg.Gossip.View = view
 	scenario(t, cfg, func(t *testing.T, c *Cluster) {
-		measure := func() (agree []float64, tally Tally) {
+		// spilled is the share of probe keys some replica would send
+		// away from home: the bound decides them, so the loads must agree.
+		measure := func() (agree, spilled []float64, tally Tally) {
 			wait := heavy(c, 15*time.Second)
-			stop := Sample(time.Second, func() { agree = append(agree, c.Agreement(probeKeys)) })
+			stop := Sample(time.Second, func() {
+				agree = append(agree, c.Agreement(probeKeys))
+				spilled = append(spilled, spilledShare(c))
+			})
 			tally = Count(wait().Outcomes())
 			stop()
 			return
 		}
-		clean, _ := measure()
+		clean, cleanSpilled, _ := measure()
 		c.Gossip.SetLoss(0.2)
 		c.Gossip.SetLatency(50*time.Millisecond, 25*time.Millisecond)
-		lossy, tally := measure()
+		lossy, spilled, tally := measure()
 		if tally.OK != tally.Requests {
 			t.Fatalf("%v", tally)
 		}
-		report(t, "%v; agreement under load at the bound, 20%% loss and 50±25 ms: mean %.3f (no loss: %.3f)", tally, Mean(lossy), Mean(clean))
-		if os.Getenv("CHAOS_GOALS") != "" && Mean(lossy) < 0.9 {
-			t.Fatalf("agreement under load with loss and delay %.3f (no loss: %.3f), want >= 0.9: %v", Mean(lossy), Mean(clean), lossy)
+		report(t, "%v; view %s: agreement under load at the bound, 20%% loss and 50±25 ms: mean %.3f (no loss: %.3f); probe keys off home %.3f (%.3f)",
+			tally, view, Mean(lossy), Mean(clean), Mean(spilled), Mean(cleanSpilled))
+		if goal && Mean(lossy) < 0.9 {
+			t.Fatalf("view %s: agreement under load with loss and delay %.3f (no loss: %.3f), want >= 0.9: %v", view, Mean(lossy), Mean(clean), lossy)
 		}
 	})
+}
+
+// spilledShare is the share of probe keys that some live replica would
+// send away from their home.
+func spilledShare(c *Cluster) float64 {
+	homes := c.Homes(probeKeys)
+	off := 0
+	for k, picks := range c.Probe(probeKeys) {
+		for _, ep := range picks {
+			if ep != homes[k] {
+				off++
+				break
+			}
+		}
+	}
+	return float64(off) / float64(len(probeKeys))
 }
 
 // keyBodies are chat bodies of groups system prompts, as the load sends.

@@ -54,8 +54,16 @@ type Config struct {
 	// core.ViewShared (every replica's last publication, its own included:
 	// all replicas read the same numbers) or core.ViewExact (its own live
 	// counters plus the others' publications). Default core.ViewOverlay
-	// (see docs/gossip-measures.md and DESIGN.md).
+	// (see docs/gossip-measures.md and DESIGN.md). core.ViewAligned is
+	// the shared view with every publication applied ApplyLag after its
+	// stamp, so replicas agree while publications are on the wire.
 	View core.ViewMode
+	// ApplyLag is how long after its stamp a publication applies in
+	// core.ViewAligned (at most this long after its receipt, whatever the
+	// owner's clock says); the other views do not read it. It must exceed
+	// the delivery delay between replicas, and stay below StaleAfter.
+	// Default 250ms.
+	ApplyLag time.Duration
 	// PushPull is memberlist's full-state anti-entropy interval. Default 5s.
 	PushPull time.Duration
 	// StaleAfter is how long a replica's entry counts after its stamp
@@ -117,7 +125,7 @@ func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
 		NodeName: host, BindAddr: "0.0.0.0:7946", RejoinInterval: 10 * time.Second,
-		Interval: 100 * time.Millisecond, Heartbeat: time.Second, View: core.ViewOverlay, PushPull: 5 * time.Second,
+		Interval: 100 * time.Millisecond, Heartbeat: time.Second, View: core.ViewOverlay, ApplyLag: 250 * time.Millisecond, PushPull: 5 * time.Second,
 		StaleAfter: 5 * time.Second, ForgetAfter: time.Minute, QueueSize: 1024, MaxPacket: 1340, Copies: 2,
 		MaxEjectionPercent: 20,
 	}
@@ -141,6 +149,7 @@ func (c Config) withDefaults() Config {
 	set(&c.Interval, d.Interval)
 	set(&c.Heartbeat, d.Heartbeat)
 	set(&c.PushPull, d.PushPull)
+	set(&c.ApplyLag, d.ApplyLag)
 	set(&c.StaleAfter, d.StaleAfter)
 	set(&c.ForgetAfter, d.ForgetAfter)
 	if c.View == "" {
@@ -187,6 +196,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := core.ParseViewMode(string(c.View)); err != nil {
 		errs = append(errs, err)
+	}
+	if c.View == core.ViewAligned && (c.ApplyLag < time.Millisecond || c.ApplyLag >= c.StaleAfter) {
+		errs = append(errs, fmt.Errorf("gossip: need 1ms <= apply lag (%v) < stale-after (%v)", c.ApplyLag, c.StaleAfter))
 	}
 	if c.StaleAfter <= c.Heartbeat || c.ForgetAfter < c.StaleAfter {
 		errs = append(errs, fmt.Errorf("gossip: need heartbeat (%v) < stale-after (%v) <= forget-after (%v)",

@@ -26,6 +26,9 @@ type ClusterStatus struct {
 	// differ, with theirs: their entries are refused.
 	Settings         string             `json:"settings,omitempty"`
 	SettingsMismatch []SettingsMismatch `json:"settings_mismatch,omitempty"`
+	// ApplyLagMillis: in the aligned view, how long after its stamp a
+	// publication applies.
+	ApplyLagMillis int64 `json:"apply_lag_ms,omitempty"`
 }
 
 // MemberStatus is one live memberlist member.
@@ -44,11 +47,15 @@ type EntryStatus struct {
 	// SkewMillis is this replica's clock minus the owner's, measured on
 	// the owner's own publications (absent before one arrived); see
 	// prefixring_gossip_clock_skew_seconds.
-	SkewMillis *int64           `json:"skew_ms,omitempty"`
-	Counted    bool             `json:"counted"`
-	Left       bool             `json:"left,omitempty"`
-	Counts     map[string]int64 `json:"counts"`
-	Down       []string         `json:"down,omitempty"`
+	SkewMillis *int64 `json:"skew_ms,omitempty"`
+	Counted    bool   `json:"counted"`
+	// AppliedVersion and Pending (aligned view): the version the sum
+	// reads, and how many newer publications wait for their due time.
+	AppliedVersion uint64           `json:"applied_version,omitempty"`
+	Pending        int              `json:"pending,omitempty"`
+	Left           bool             `json:"left,omitempty"`
+	Counts         map[string]int64 `json:"counts"`
+	Down           []string         `json:"down,omitempty"`
 	// Failing: down for failed requests; Served: vouched for (see core.Tally).
 	Failing   []string `json:"failing,omitempty"`
 	Served    []string `json:"served,omitempty"`
@@ -66,10 +73,19 @@ func (n *Node) Status() ClusterStatus {
 	slices.SortFunc(st.Members, func(a, b MemberStatus) int { return strings.Compare(a.Name, b.Name) })
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if st.View == core.ViewAligned {
+		st.ApplyLagMillis = n.cfg.ApplyLag.Milliseconds()
+	}
 	for _, e := range n.view.Table().Entries() {
 		es := EntryStatus{Node: e.Node, Addr: e.Addr, Incarnation: e.Incarnation, Version: e.Version,
 			AgeMillis: now.UnixMilli() - e.Heard, Left: e.Left, Counts: map[string]int64{},
-			Counted: n.view.Liveness().Counts(e, now), Endpoints: len(e.Endpoints)}
+			Endpoints: len(e.Endpoints), Pending: n.view.Pending(e.Node)}
+		if a, ok := n.view.Applied(e.Node); ok {
+			es.Counted = n.view.Liveness().Counts(a, now)
+			if st.View == core.ViewAligned {
+				es.AppliedVersion = a.Version
+			}
+		}
 		if d, ok := n.clocks.skew[e.Node]; ok {
 			ms := d.Milliseconds()
 			es.SkewMillis = &ms

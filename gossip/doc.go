@@ -8,7 +8,7 @@
 // This package is the memberlist shell. The pure core is package
 // gossip/core: the entries each replica owns, the last-writer-wins table
 // that merges them, the liveness rule, the view the bound reads
-// (core.ClusterLoads: overlay, the default, shared or exact) and the tally
+// (core.ClusterLoads: overlay, the default, shared, exact or aligned) and the tally
 // of the endpoint-set votes. [Node] runs a hashicorp/memberlist member: a
 // ticker publishes this replica's entry to every live member as a small UDP
 // message each interval (a delta, without the endpoint list, when the full

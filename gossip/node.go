@@ -47,6 +47,10 @@ type Node struct {
 	peers   map[string]*peer // each member's TCP send queue (peers.go); nil once stopped
 	started atomic.Bool      // n.ml is set: peers' goroutines may run
 
+	// again is the last UDP publication, sent once more at the next tick
+	// in the aligned view (sync.go); the loop goroutine's alone.
+	again *publicationMsg
+
 	payloads []Payload // carried (Carry), by tag
 	logs     *limiter  // rate-limits the node's own warnings
 
@@ -122,7 +126,7 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 		inc: core.FirstIncarnation, stop: make(chan struct{}), members: map[string]memberlist.Node{}, clocks: newPeerClocks(), settingsWarned: map[string]uint64{},
 	}
 	n.meta, n.settingsDigest = encodeMeta(cfg.Settings, memberlist.MetaMaxSize), xxhash.Sum64String(cfg.Settings)
-	n.view = newView(cfg.NodeName, cfg.StaleAfter, n.loads)
+	n.view = newView(cfg, n.loads)
 	n.sink = cfg.Sink
 	if n.sink == nil {
 		n.sink = balancerSinkFor(bal)
@@ -177,11 +181,15 @@ func (n *Node) Start(ctx context.Context) error {
 	return nil
 }
 
-// loop owns merging: it drains the inbox and publishes on the ticker.
+// loop owns merging: it drains the inbox, publishes on the ticker and, in
+// the aligned view, applies each publication when it is due.
 func (n *Node) loop() {
 	defer n.wg.Done()
 	t := time.NewTicker(n.cfg.Interval)
 	defer t.Stop()
+	due := time.NewTimer(time.Hour)
+	defer due.Stop()
+	due.Stop()
 	for {
 		select {
 		case <-n.stop:
@@ -192,7 +200,24 @@ func (n *Node) loop() {
 			n.refresh(n.cfg.Clock())
 		case <-t.C:
 			n.publish(n.cfg.Clock(), false)
+		case <-due.C:
+			n.promote(n.cfg.Clock())
 		}
+		n.mu.Lock()
+		next, ok := n.view.NextDue()
+		n.mu.Unlock()
+		if ok {
+			due.Reset(max(0, next.Sub(n.cfg.Clock())))
+		}
+	}
+}
+
+// promote applies the publications due by now (core.ViewAligned).
+func (n *Node) promote(now time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.view.Promote(now) {
+		n.applyVerdictLocked(now)
 	}
 }
 

@@ -20,6 +20,14 @@ import (
 // fits no packet (a delta of many endpoints under token counts, with K)
 // goes to each member's TCP queue instead, coalesced there (peers.go); so
 // does the full entry when our endpoint list changed and does not fit.
+//
+// In the aligned view a UDP publication is sent once more at the next
+// tick: it still arrives before it is due (ApplyLag > Interval + the
+// delivery delay), so a receiver misses it only when all Copies+1 sends
+// are lost, one of them an interval apart from the others (a burst of
+// loss takes the copies sent together). Without it, a missed publication
+// leaves its receiver reading the one before until the next falls due:
+// an interval during which it disagrees with the others.
 func (n *Node) publish(now time.Time, force bool) {
 	members := n.liveMembers()
 	alive := make(map[string]string, len(members))
@@ -51,7 +59,14 @@ func (n *Node) publish(now time.Time, force bool) {
 	}
 	n.refreshLocked(now)
 	n.mu.Unlock()
-	if !send || n.ml == nil { // nil: not started; tests drive publish and receive by hand
+	if n.ml == nil { // not started; tests drive publish and receive by hand
+		return
+	}
+	if again := n.again; again != nil {
+		n.again = nil
+		n.sendAll(targets, again.msg, again.kind)
+	}
+	if !send {
 		return
 	}
 	msg, kind, tcp := publication(e, listChanged, n.cfg.MaxPacket)
@@ -64,6 +79,15 @@ func (n *Node) publish(now time.Time, force bool) {
 	for range max(n.cfg.Copies, 1) {
 		n.sendAll(targets, msg, kind)
 	}
+	if n.cfg.View == core.ViewAligned {
+		n.again = &publicationMsg{msg: msg, kind: kind}
+	}
+}
+
+// publicationMsg is one encoded UDP publication.
+type publicationMsg struct {
+	msg  []byte
+	kind string
 }
 
 // publication is how entry e goes out: the full entry when it fits

@@ -17,8 +17,12 @@ type view struct {
 	applied bool // verdict was handed to the sink
 }
 
-func newView(self string, staleAfter time.Duration, loads *core.ClusterLoads) view {
-	return view{View: core.NewView(self, staleAfter, loads), alive: map[string]string{}}
+func newView(cfg Config, loads *core.ClusterLoads) view {
+	v := core.NewView(cfg.NodeName, cfg.StaleAfter, loads)
+	if cfg.View == core.ViewAligned {
+		v = core.NewAlignedView(cfg.NodeName, cfg.StaleAfter, cfg.ApplyLag, loads)
+	}
+	return view{View: v, alive: map[string]string{}}
 }
 
 // ownEntry builds this replica's entry from its observations, unversioned.

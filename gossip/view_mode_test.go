@@ -57,11 +57,12 @@ func hold(t *testing.T, n *Node, key uint64) ring.Lease {
 // TestSharedViewSeesOwnLeasesOnlyOncePublished: in core.ViewShared a replica's
 // leases are invisible to its own bound until it publishes them, visible
 // from that instant, and visible to a peer once the peer receives them; in
-// core.ViewExact they are visible to their replica at once.
+// core.ViewExact they are visible to their replica at once. (core.ViewAligned
+// applies each publication later: aligned_test.go.)
 func TestSharedViewSeesOwnLeasesOnlyOncePublished(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		addrs := map[string]string{"a": "10.0.0.1:7946", "b": "10.0.0.2:7946"}
-		for _, mode := range core.ViewModes {
+		for _, mode := range []core.ViewMode{core.ViewOverlay, core.ViewShared, core.ViewExact} {
 			a := offlineNode(t, "a", addrs["a"], mode, addrs)
 			b := offlineNode(t, "b", addrs["b"], mode, addrs)
 			b.receive(encodeFull(a.last))
@@ -171,7 +172,7 @@ func wouldPick(n *Node, key uint64) string {
 }
 
 func TestParseViewMode(t *testing.T) {
-	for in, want := range map[string]core.ViewMode{"": core.ViewOverlay, "shared": core.ViewShared, "exact": core.ViewExact, "overlay": core.ViewOverlay} {
+	for in, want := range map[string]core.ViewMode{"": core.ViewOverlay, "shared": core.ViewShared, "exact": core.ViewExact, "overlay": core.ViewOverlay, "aligned": core.ViewAligned} {
 		if got, err := core.ParseViewMode(in); err != nil || got != want {
 			t.Errorf("core.ParseViewMode(%q) = %q, %v; want %q", in, got, err, want)
 		}
@@ -181,6 +182,15 @@ func TestParseViewMode(t *testing.T) {
 	}
 	if err := (Config{NodeName: "a", View: "local"}).Validate(); err == nil {
 		t.Error("Validate accepts view local")
+	}
+	for lag, ok := range map[time.Duration]bool{0: true, time.Millisecond: true, 4 * time.Second: true, 5 * time.Second: false, -time.Millisecond: false, time.Microsecond: false} {
+		err := (Config{NodeName: "a", View: core.ViewAligned, ApplyLag: lag}).Validate()
+		if (err == nil) != ok {
+			t.Errorf("aligned view, apply lag %v: Validate() = %v, want ok %v", lag, err, ok)
+		}
+	}
+	if err := (Config{NodeName: "a", View: core.ViewShared, ApplyLag: 5 * time.Second}).Validate(); err != nil {
+		t.Errorf("the shared view does not read the apply lag, but Validate says %v", err)
 	}
 	if DefaultConfig().View != core.ViewOverlay {
 		t.Errorf("default view %q", DefaultConfig().View)

@@ -25,7 +25,8 @@ func gossipFlags() []cli.Flag {
 		&cli.StringFlag{Name: "gossip-key-file", EnvVars: env("gossip-key-file"), Usage: "read --gossip-key from this file (a mounted Secret); surrounding whitespace is dropped"},
 		&cli.BoolFlag{Name: "gossip-insecure", EnvVars: env("gossip-insecure"), Usage: "run gossip without a key, for local experiments only: any process that reaches the gossip port can then join and steer routing (logged at start, shown in /debug/cluster and as prefixring_gossip_insecure)"},
 		&cli.DurationFlag{Name: "gossip-interval", Value: d.Interval, EnvVars: env("gossip-interval"), Usage: "how often this replica sends its in-flight counts when they changed"},
-		&cli.StringFlag{Name: "gossip-view", Value: string(d.View), EnvVars: env("gossip-view"), Usage: "what the bound reads as cluster-wide load: overlay (every replica's last published load, this replica's own with its unpublished new placements laid over it: it sees its own bursts at once), shared (every replica's last published load, its own included: the most agreement, blind to its own placements until it publishes) or exact (its own live load + the others' published); the study behind the default is in docs/study.md"},
+		&cli.StringFlag{Name: "gossip-view", Value: string(d.View), EnvVars: env("gossip-view"), Usage: "what the bound reads as cluster-wide load: overlay (every replica's last published load, this replica's own with its unpublished new placements laid over it: it sees its own bursts at once), shared (every replica's last published load, its own included: the most agreement, blind to its own placements until it publishes) exact (its own live load + the others' published) or aligned (shared, with every publication applied --gossip-apply-lag after its stamp, so replicas agree while publications are on the wire); the study behind the default is in docs/study.md"},
+		&cli.DurationFlag{Name: "gossip-apply-lag", Value: d.ApplyLag, EnvVars: env("gossip-apply-lag"), Usage: "with --gossip-view aligned: how long after its stamp every replica applies a publication (at most this long after its receipt); must exceed the delivery delay between replicas and stay below --gossip-stale-after"},
 		&cli.DurationFlag{Name: "gossip-push-pull", Value: d.PushPull, EnvVars: env("gossip-push-pull"), Usage: "full-state anti-entropy interval"},
 		&cli.DurationFlag{Name: "gossip-rejoin-interval", Value: d.RejoinInterval, EnvVars: env("gossip-rejoin-interval"), Usage: "how often --join is retried"},
 		&cli.DurationFlag{Name: "gossip-stale-after", Value: d.StaleAfter, EnvVars: env("gossip-stale-after"), Usage: "a replica silent this long no longer counts in the cluster-wide load"},
@@ -39,7 +40,7 @@ func gossipFlags() []cli.Flag {
 // warned about.
 var (
 	gossipRefused = []string{"join", "gossip-key", "gossip-key-file", "gossip-advertise", "gossip-view", "gossip-insecure"}
-	gossipWarned  = []string{"gossip-interval", "sketch-interval", "gossip-push-pull", "gossip-rejoin-interval", "gossip-stale-after", "node-name", "gossip-strict-settings"}
+	gossipWarned  = []string{"gossip-interval", "sketch-interval", "gossip-push-pull", "gossip-rejoin-interval", "gossip-stale-after", "node-name", "gossip-strict-settings", "gossip-apply-lag"}
 )
 
 // gossipKey reads --gossip-key or --gossip-key-file. Errors never quote
@@ -93,8 +94,12 @@ func gossipConfig(c *cli.Context) (cfg *gossip.Config, warnings []string, err er
 		return nil, nil, fmt.Errorf("--gossip-view: %w", err)
 	}
 	g.RejoinInterval, g.StaleAfter = c.Duration("gossip-rejoin-interval"), c.Duration("gossip-stale-after")
+	g.ApplyLag = c.Duration("gossip-apply-lag")
+	if c.IsSet("gossip-apply-lag") && g.View != core.ViewAligned {
+		warnings = append(warnings, "--gossip-apply-lag has no effect without --gossip-view aligned")
+	}
 	if g.StaleAfter <= g.Heartbeat {
 		return nil, nil, fmt.Errorf("--gossip-stale-after %v must exceed the %v heartbeat", g.StaleAfter, g.Heartbeat)
 	}
-	return &g, nil, g.Validate()
+	return &g, warnings, g.Validate()
 }

@@ -5,9 +5,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/prefixring/prefixring/gossip/core"
 	"github.com/prefixring/prefixring/router"
 )
 
@@ -64,6 +66,16 @@ func TestServeFlagsSayWhatCannotAct(t *testing.T) {
 	cfg, _, err := runServeFlags(t, "--gossip-bind=127.0.0.1:0", "--gossip-insecure")
 	if err != nil || !cfg.GossipInsecure || cfg.Gossip == nil || cfg.Gossip.Key != nil {
 		t.Errorf("--gossip-insecure: %+v %v", cfg.Gossip, err)
+	}
+	cfg, w, err := runServeFlags(t, "--gossip-bind=127.0.0.1:0", "--gossip-insecure", "--gossip-view=aligned", "--gossip-apply-lag=120ms")
+	if err != nil || len(w) != 0 || cfg.Gossip.View != core.ViewAligned || cfg.Gossip.ApplyLag != 120*time.Millisecond {
+		t.Errorf("--gossip-view aligned --gossip-apply-lag 120ms: %v %v %v", cfg.Gossip, w, err)
+	}
+	if _, _, err := runServeFlags(t, "--gossip-bind=127.0.0.1:0", "--gossip-insecure", "--gossip-view=aligned", "--gossip-apply-lag=5s"); err == nil {
+		t.Error("an apply lag of --gossip-stale-after accepted")
+	}
+	if _, w, err := runServeFlags(t, "--gossip-bind=127.0.0.1:0", "--gossip-insecure", "--gossip-apply-lag=120ms"); err != nil || len(w) != 1 || !strings.Contains(w[0], "--gossip-view aligned") {
+		t.Errorf("--gossip-apply-lag in the default view: warnings %v, err %v", w, err)
 	}
 	if _, _, err := runServeFlags(t, "--load-factor=1e18"); err == nil {
 		t.Error("--load-factor 1e18 accepted")

@@ -9,7 +9,7 @@
 // only what changed. Whose entries count is decided by [Liveness]: not a
 // tombstone, not declared dead by memberlist, and stamped within
 // StaleAfter. [ClusterLoads] implements ring.Loads as this replica's view
-// ([ViewMode]: overlay, the default, shared or exact) plus an immutable sum
+// ([ViewMode]: overlay, the default, shared, exact or aligned) plus an immutable sum
 // of the others' counted entries ([Remote]), swapped in atomically, so the
 // bound reads it with no lock and no allocation. [Tally] turns the voters'
 // entries into one endpoint set and health [Verdict] that every replica

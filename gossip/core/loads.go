@@ -109,17 +109,24 @@ const (
 	// is published, so two replicas' views differ only by each one's own
 	// unpublished new placements, never by its releases.
 	ViewOverlay ViewMode = "overlay"
+	// ViewAligned: the shared view, with every publication (this
+	// replica's own included) applied at its stamp plus an apply lag
+	// rather than on receipt ([NewAlignedView]): replicas that heard the
+	// same publications read the same numbers at the same instant, however
+	// the network delayed them within the lag. It reads the cluster's load
+	// a lag later than the shared view does.
+	ViewAligned ViewMode = "aligned"
 )
 
 // ViewModes lists the view modes, the default first.
-var ViewModes = []ViewMode{ViewOverlay, ViewShared, ViewExact}
+var ViewModes = []ViewMode{ViewOverlay, ViewShared, ViewExact, ViewAligned}
 
 // ParseViewMode checks s; the empty string is the default, [ViewOverlay].
 func ParseViewMode(s string) (ViewMode, error) {
 	switch m := ViewMode(s); m {
 	case "":
 		return ViewModes[0], nil
-	case ViewShared, ViewExact, ViewOverlay:
+	case ViewShared, ViewExact, ViewOverlay, ViewAligned:
 		return m, nil
 	}
 	return "", fmt.Errorf("gossip: view %q is not one of %q", s, ViewModes)
@@ -127,7 +134,8 @@ func ParseViewMode(s string) (ViewMode, error) {
 
 // ClusterLoads is the cluster-wide load the bound reads. In [ViewExact] it is
 // this replica's exact live counters plus the counted entries of the others;
-// in [ViewShared] it is this replica's last published counts plus the counted
+// in [ViewShared] and [ViewAligned] (whose [View] sets the own publication
+// and the others' entries only at their due time) it is this replica's last published counts plus the counted
 // entries of the others, except while no other entry counts: a replica
 // alone has nobody to agree with, so it reads its exact live counters and
 // does not overshoot the bound with its own unpublished placements. Reads
@@ -135,7 +143,7 @@ func ParseViewMode(s string) (ViewMode, error) {
 // together.
 type ClusterLoads struct {
 	mode   ViewMode
-	shared bool // the own publication is kept: ViewShared or ViewOverlay
+	shared bool // the own publication is kept: every mode but ViewExact
 	local  ring.Loads
 	mu     sync.Mutex // serializes writers
 	sums   atomic.Pointer[loadSums]
@@ -175,8 +183,9 @@ func (c *ClusterLoads) SetRemote(r *Remote) {
 	c.sums.Store(&s)
 }
 
-// SetOwn records the entry this replica just published. [ViewShared] and
-// [ViewOverlay] read it; a tombstone counts nothing.
+// SetOwn records the entry this replica just published (in [ViewAligned],
+// the one just due). Every mode but [ViewExact] reads it; a tombstone
+// counts nothing.
 func (c *ClusterLoads) SetOwn(e Entry) {
 	if !c.shared {
 		return

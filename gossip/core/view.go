@@ -11,12 +11,17 @@ import (
 // replica's [ClusterLoads]. The gossip node drives it from the wire;
 // sim/replicas drives it from a simulated network. It is pure (time is
 // passed in) and not safe for concurrent use.
+//
+// A view with an apply lag ([NewAlignedView], for [ViewAligned]) sums not
+// the table but the entries applied so far: each publication, this
+// replica's own included, waits until its due time (align.go).
 type View struct {
 	table   *EntryTable
 	live    Liveness
 	counted map[string]Entry // entries in remote
 	remote  *Remote
 	loads   *ClusterLoads
+	align   *aligner // nil: entries apply on receipt
 }
 
 // NewView returns the empty view of replica self, whose entries go stale
@@ -38,10 +43,15 @@ func (v *View) Liveness() Liveness { return v.live }
 func (v *View) Remote() *Remote { return v.remote }
 
 // Publish merges this replica's own new entry: the loads read it as the
-// own publication at once ([ClusterLoads.SetOwn]).
+// own publication at once ([ClusterLoads.SetOwn]), or, with an apply lag,
+// at its due time ([View.Promote]).
 func (v *View) Publish(e Entry) {
 	e.Heard = e.Stamp // our own clock
 	v.table.Merge(e)
+	if v.align != nil {
+		v.align.hold(e, e.Stamp)
+		return
+	}
 	v.loads.SetOwn(e)
 }
 
@@ -53,6 +63,10 @@ func (v *View) Refresh(now time.Time, gone map[string]bool) {
 	}
 	v.live.Gone = gone
 	entries := v.table.Entries()
+	if v.align != nil {
+		v.align.prune(v.table)
+		entries = v.align.appliedEntries()
+	}
 	v.counted = map[string]Entry{}
 	for _, e := range entries {
 		if v.live.Counts(e, now) {
@@ -74,6 +88,17 @@ func (v *View) Receive(now time.Time, in ...Entry) (changed []Entry, verdict boo
 		heard[i] = e
 	}
 	changed = v.table.Merge(heard...)
+	if v.align != nil {
+		// Every entry the table holds its node for, not only the ones
+		// that changed it: one overtaken on the wire by a newer one
+		// still applies before it.
+		for _, e := range heard {
+			if _, ok := v.table.Get(e.Node); ok {
+				v.align.hold(e, e.Heard)
+			}
+		}
+		return changed, v.Promote(now)
+	}
 	for _, e := range changed {
 		verdict = v.update(e, now) || verdict
 	}

@@ -58,6 +58,9 @@ type Config struct {
 	// default, raised to 3 intervals for long intervals (production
 	// requires it above the heartbeat, which is at least the interval).
 	StaleAfter time.Duration
+	// ApplyLag is how long after its stamp a publication applies in
+	// core.ViewAligned; default the production default.
+	ApplyLag time.Duration
 	// Wrap, when set, returns the policy replica i runs over its
 	// balancer (eval's chwbl-follow); nil: the balancer's own pick. The
 	// agreement and false-spill measures still ask the balancers alone.
@@ -135,6 +138,9 @@ func New(cfg Config) (*Picker, error) {
 	if cfg.StaleAfter == 0 {
 		cfg.StaleAfter = max(d.StaleAfter, 3*cfg.Interval)
 	}
+	if cfg.ApplyLag == 0 {
+		cfg.ApplyLag = d.ApplyLag
+	}
 	p := &Picker{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x1055))}
 	for i := range cfg.Replicas {
 		b, err := ring.NewBalancer(cfg.Ring)
@@ -156,6 +162,9 @@ func New(cfg Config) (*Picker, error) {
 		if cfg.Gossip {
 			r.loads = core.NewClusterLoads(b.Inflight(), cfg.View)
 			r.view = core.NewView(name, cfg.StaleAfter, r.loads)
+			if cfg.View == core.ViewAligned {
+				r.view = core.NewAlignedView(name, cfg.StaleAfter, cfg.ApplyLag, r.loads)
+			}
 			b.SetLoads(r.loads)
 			b.SetKVLoads(r.loads.KV(b.Inflight().KV()))
 		}
@@ -295,7 +304,9 @@ func ratio(a, b int, empty float64) float64 {
 }
 
 // advance applies, in time order, every publication and delivery due by
-// now; a delivery due at the instant of a publication goes first.
+// now, and in core.ViewAligned every publication a view holds that falls
+// due by now (as gossip.Node's timer does); at one instant a view's due
+// publications go first, then a delivery, then a publication.
 func (p *Picker) advance() {
 	if !p.cfg.Gossip {
 		return
@@ -306,6 +317,10 @@ func (p *Picker) advance() {
 			if r.next < p.reps[j].next {
 				j = k
 			}
+		}
+		if k, due, ok := p.nextDue(); ok && due <= p.now && due <= p.reps[j].next && (len(p.wire) == 0 || due <= p.wire[0].at) {
+			p.reps[k].view.Promote(epoch.Add(due))
+			continue
 		}
 		if len(p.wire) > 0 && p.wire[0].at <= p.now && p.wire[0].at <= p.reps[j].next {
 			p.deliver(p.wire[0])
@@ -346,6 +361,17 @@ func (p *Picker) publish(j int) {
 		}
 		p.wire = append(p.wire, d)
 	}
+}
+
+// nextDue returns the replica whose view holds the publication due first,
+// and when (core.ViewAligned); false: none is held.
+func (p *Picker) nextDue() (k int, due time.Duration, ok bool) {
+	for i, r := range p.reps {
+		if at, held := r.view.NextDue(); held && (!ok || at.Sub(epoch) < due) {
+			k, due, ok = i, at.Sub(epoch), true
+		}
+	}
+	return k, due, ok
 }
 
 // deliver merges a publication into its receiver's view, as

@@ -101,6 +101,48 @@ func TestSharedViewAgreesWithoutLatency(t *testing.T) {
 	}
 }
 
+// TestAlignedViewAgreesWithLatency: with 30 ms of latency the shared view
+// disagrees on some decisions; the aligned view, which applies every
+// publication (the own included) at its stamp plus the 50 ms lag, agrees on
+// all, and the replicas see a publication at its stamp plus the lag.
+func TestAlignedViewAgreesWithLatency(t *testing.T) {
+	for _, mode := range []core.ViewMode{core.ViewShared, core.ViewAligned} {
+		p, err := New(Config{Replicas: 3, Endpoints: fleet.EndpointIDs(4), Ring: requests(), Gossip: true,
+			Interval: 100 * time.Millisecond, Latency: 30 * time.Millisecond, ApplyLag: 50 * time.Millisecond, View: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var held []ring.Lease
+		for k := range 400 {
+			p.now = time.Second + time.Duration(k)*7*time.Millisecond
+			l, err := p.Acquire(ring.Request{Key: uint64(k % 5), Keyed: true}) // 5 hot keys: spills
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, l)
+			if k%3 == 0 {
+				held[0].Release()
+				held = held[1:]
+			}
+		}
+		if agreed := p.Agreement(); (mode == core.ViewAligned) != (agreed == 1) {
+			t.Errorf("%s: agreement %v over %d", mode, agreed, p.Keyed)
+		}
+		p.AdvanceTo(3850 * time.Millisecond)
+		for _, l := range held {
+			l.Release()
+		}
+		// Replica 0 publishes at 3.9 s (every 100 ms from 0): its
+		// releases count from 3.95 s, at every replica.
+		p.AdvanceTo(3949 * time.Millisecond)
+		before := p.Loads(1).Total()
+		p.AdvanceTo(3950 * time.Millisecond)
+		if mode == core.ViewAligned && (before == p.Loads(1).Total() || p.Loads(0).Total() != p.Loads(1).Total()) {
+			t.Errorf("aligned: replica 1 reads a total of %d before 3.95 s and %d at it, replica 0 %d", before, p.Loads(1).Total(), p.Loads(0).Total())
+		}
+	}
+}
+
 // TestDefaultViewIsProductionDefault: a Config that names no view models
 // what `prefixring serve` runs, the production default.
 func TestDefaultViewIsProductionDefault(t *testing.T) {
