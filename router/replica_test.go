@@ -263,7 +263,7 @@ func TestDebugKey(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		var v struct {
-			Key   string `json:"key"`
+			Key   string                `json:"key"`
 			Error struct{ Code string } `json:"error"`
 		}
 		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
