@@ -67,10 +67,12 @@ func pickHandler(bal *ring.Balancer) http.Handler {
 // maxKeyBody caps the chat body /debug/key reads.
 const maxKeyBody = 4 << 20
 
-// keyHandler answers the affinity key this replica gives the chat body
-// posted (POST /debug/key, the body as sent to /v1/chat/completions), with
-// its current table of shared prefixes: chaos runs compare the replicas'
-// tables through it.
+// keyHandler answers how this replica keys the chat body posted (POST
+// /debug/key, the body as sent to /v1/chat/completions) with its current
+// table of shared prefixes: the affinity key, the group key and the shared
+// characters the table skips (a learned prefix changes the last two, and
+// the key only of a first user message longer than the key's window).
+// Chaos runs compare the replicas' tables through it.
 func keyHandler(keys *prefix.Live) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxKeyBody))
@@ -85,7 +87,8 @@ func keyHandler(keys *prefix.Live) http.Handler {
 				"message": "want a chat completions body: " + err.Error(), "type": "invalid_request_error", "param": nil, "code": "invalid_body"}})
 			return
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"key": strconv.FormatUint(k.Hash, 10), "shared_chars": k.SharedChars})
+		_ = json.NewEncoder(w).Encode(map[string]any{"key": strconv.FormatUint(k.Hash, 10), "group": strconv.FormatUint(k.Group, 10),
+			"shared_chars": k.SharedChars})
 	})
 }
 

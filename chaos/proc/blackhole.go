@@ -2,9 +2,13 @@ package proc
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prefixring/prefixring/chaos"
@@ -41,6 +45,45 @@ func (s *stretches) longest() time.Duration {
 	return slices.Max(s.spans)
 }
 
+// preambleBody is a chat whose first user message opens with group g's
+// document (600 characters, past the sketch's 256-character chunks), then
+// conversation conv's question.
+func preambleBody(g, conv int) []byte {
+	doc := fmt.Sprintf("Document %d. ", g) + strings.Repeat(fmt.Sprintf("Clause %d applies. ", g), 36)
+	b, _ := json.Marshal(map[string]any{"model": "meta-llama/Llama-3.1-8B-Instruct", "max_tokens": 8, "messages": []map[string]string{
+		{"role": "system", "content": "You answer questions about documents."},
+		{"role": "user", "content": fmt.Sprintf("%s\nQuestion %d: what does it say?", doc, conv)},
+	}})
+	return b
+}
+
+// preambleLoad sends preambleBody conversations over groups documents
+// from clients clients to the replicas at urls for d.
+func preambleLoad(c *Cluster, urls []string, d time.Duration, clients, groups int) func() []chaos.Outcome {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	cl := chaos.NewClient(urls, tr, c.Crashes)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	var conv atomic.Int64
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				n := int(conv.Add(1))
+				rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+				cl.Do(rctx, fmt.Sprintf("doc%d/c%d", n%groups, n), preambleBody(n%groups, n), false)
+				rcancel()
+				pause(ctx, 200*time.Millisecond)
+			}
+		})
+	}
+	return func() []chaos.Outcome {
+		wg.Wait()
+		cancel()
+		tr.CloseIdleConnections()
+		return cl.Outcomes()
+	}
+}
+
 // blackHole: replica 2's host goes silent under load (every packet into
 // and out of its namespace dropped: no reset, no refusal). New shared
 // prompts then arrive at the survivors and workers are registered there.
@@ -55,15 +98,25 @@ func blackHole(ctx context.Context, c *Cluster, r *Row) error {
 	defer end()
 	dead := time.Now()
 	survivors := []string{c.URL(0), c.URL(1)}
-	// New shared prompts (12 groups where there were 6): the survivors'
-	// sketches change and publish while the dead member is still listed.
-	wait := loadOn(c, survivors, 15*time.Second, 8, 12, 200*time.Millisecond, 0)
+	// New shared preambles (documents at the top of the first user
+	// message, longer than a chunk): the survivors' sketches learn them
+	// and their tables change, which changes how these bodies key, while
+	// the dead member is still listed.
+	wait := preambleLoad(c, survivors, 15*time.Second, 8, 6)
 	var bodies [][]byte
-	for g := range 12 {
-		for conv := range 2 {
-			bodies = append(bodies, chaos.ChatBody(g, 1000+conv, 0, false))
+	for g := range 6 {
+		for conv := range 4 {
+			bodies = append(bodies, preambleBody(g, 1000+conv))
 		}
 	}
+	keysAt := func() map[int]string {
+		out := map[int]string{}
+		for k, b := range bodies {
+			out[k], _ = c.Key(0, b)
+		}
+		return out
+	}
+	first := keysAt()
 	var mu sync.Mutex
 	var st stretches
 	stop := chaos.Sample(200*time.Millisecond, func() {
@@ -88,6 +141,15 @@ func blackHole(ctx context.Context, c *Cluster, r *Row) error {
 	pause(ctx, time.Until(dead.Add(15*time.Second)))
 	stop()
 	st.finish(time.Now())
+	// The measure means something only if the tables moved meanwhile: the
+	// new prompts' shared prefixes learned, so their keys changed.
+	changed := 0
+	for k, key := range keysAt() {
+		if key != first[k] {
+			changed++
+		}
+	}
+	r.Figures["keys_changed"] = fmt.Sprintf("%d/%d", changed, len(bodies))
 	outs := wait()
 	basic(r, append(before, outs...), 0)
 	expect(r, r.Tally.OK == r.Tally.Requests, "%d of %d ok", r.Tally.OK, r.Tally.Requests)

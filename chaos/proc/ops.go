@@ -148,19 +148,23 @@ func (c *Cluster) Checks(i int) ([]EndpointChecks, error) {
 	return v, err
 }
 
-// Key asks replica i for the affinity key of a chat body (POST
-// /debug/key): the key shows the replica's table of shared prefixes.
+// Key asks replica i how it keys a chat body (POST /debug/key): the
+// affinity key, group key and shared characters, which show the replica's
+// table of shared prefixes.
 func (c *Cluster) Key(i int, body []byte) (string, error) {
 	resp, err := c.client.Post(c.Admin(i)+"/debug/key", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return "", err
 	}
 	defer resp.Body.Close()
-	var v struct{ Key string }
+	var v struct {
+		Key, Group  string
+		SharedChars int `json:"shared_chars"`
+	}
 	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || v.Key == "" {
 		return "", fmt.Errorf("POST /debug/key at r%d: %d %v", i, resp.StatusCode, err)
 	}
-	return v.Key, nil
+	return fmt.Sprintf("%s/%s/%d", v.Key, v.Group, v.SharedChars), nil
 }
 
 // KeysAgree reports whether every live replica keys every body alike.

@@ -47,7 +47,7 @@ var scenarios = []scenario{
 	{"rolling-update", false, rolling, rollingSetup},
 	{"poison-prompt", false, poisonPrompt, nil},
 	{"keyless-stranger", false, keyless, func(cfg *Config) { cfg.Engines, cfg.Initial = 5, 4 }},
-	{"workers-churn", false, workersChurn, func(cfg *Config) { cfg.Engines, cfg.Initial = 8, 4 }},
+	{"workers-churn", false, workersChurn, func(cfg *Config) { cfg.Engines, cfg.Initial = 7, 4 }},
 	{"black-hole", true, blackHole, func(cfg *Config) { cfg.Engines, cfg.Initial = 7, 4 }},
 }
 
