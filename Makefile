@@ -86,8 +86,9 @@ e2e-real: build
 # Chaos, both forms: the in-process scenarios (virtual time; also part of
 # make test) with their figures, then the real processes: this binary's
 # serve and sim, real signals, and as root each replica in a network
-# namespace with its gossip links cut or made lossy (iproute2, nftables;
-# tc netem where the kernel has it). About 5 minutes.
+# namespace with its gossip links cut or made lossy, or its host
+# black-holed (iproute2, nftables; tc netem where the kernel has it).
+# docs/chaos.md lists which scenario runs in which form. About 10 minutes.
 chaos: build
 	CHAOS_TABLE=1 $(GO) test -race -count=1 -run . ./chaos/
 	$(BIN) chaos

@@ -185,6 +185,10 @@ func chatBody(group, conv, turn int, stream bool) []byte {
 	return b
 }
 
+// ChatBody is the body Steady sends for a conversation's turn: the real-
+// process scenarios ask the replicas how they key it.
+func ChatBody(group, conv, turn int, stream bool) []byte { return chatBody(group, conv, turn, stream) }
+
 // Steady runs conversations until ctx ends: concurrency clients, each
 // playing conversations of turns turns over groups system prompts, with
 // think time between turns; every streamEvery-th request is streamed (0:

@@ -1,11 +1,14 @@
 package proxy
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prefixring/prefixring/ring"
 )
 
 // TestEndpointLeavingMidRequestFinishesIt: an endpoint that leaves the set
@@ -126,5 +129,29 @@ func TestLeavingEndpointFinishesItsBody(t *testing.T) {
 	body := readAll(t, r.resp.Body)
 	if o := <-outcome; o != "finished" || !strings.Contains(body, "[DONE]") {
 		t.Fatalf("outcome %s, body %q", o, body)
+	}
+}
+
+// TestDepartedPicksCostNoRetry: while endpoints leave in quick succession
+// (workers removed under load), the balancer can still hand out endpoints
+// the set has already forgotten. A try on one is never sent, so it uses up
+// none of the request's retries: the request goes on to an endpoint that is
+// there. Before the fix, three departed picks in a row (workers churned
+// through the admin API under load, 1 request of 1,600) answered 502.
+func TestDepartedPicksCostNoRetry(t *testing.T) {
+	f := newFixture(t, 1) // MaxRetries 2: three tries
+	real := mustID(t, f.ups[0].URL)
+	eps := []ring.Endpoint{{ID: real, Healthy: true}}
+	for i := range 4 {
+		eps = append(eps, ring.Endpoint{ID: fmt.Sprintf("http://departed-%d:8000", i), Healthy: true})
+	}
+	if err := f.balancer.Update(eps); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		resp := f.post(t, "/v1/chat/completions", chatBody("sys", fmt.Sprintf("prompt %d", i)))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("prompt %d: %d %s (the balancer's departed picks used up its retries)", i, resp.StatusCode, readAll(t, resp.Body))
+		}
 	}
 }

@@ -64,6 +64,12 @@ func (t *retrying) RoundTrip(out *http.Request) (*http.Response, error) {
 		}
 		failed := x.lease.Endpoint
 		x.tried = append(x.tried, failed)
+		if errors.Is(err, errEndpointGone) {
+			// Never sent: the balancer's view still held an endpoint the
+			// set had just forgotten (endpoints leaving in quick
+			// succession). It costs no retry; x.tried bounds the picks.
+			try--
+		}
 		if try >= cfg.MaxRetries || time.Since(x.start) >= cfg.RetryTimeout {
 			return resp, err
 		}

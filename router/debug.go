@@ -3,12 +3,14 @@ package router
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/prefixring/prefixring/prefix"
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/upstream"
 )
@@ -18,6 +20,7 @@ func (r *Replica) debugRoutes() map[string]http.Handler {
 	routes := map[string]http.Handler{
 		"GET /debug/endpoints": jsonHandler(func() any { return r.endpoints.Health() }),
 		"GET /debug/pick":      pickHandler(r.balancer),
+		"POST /debug/key":      keyHandler(r.keying),
 	}
 	if r.node != nil {
 		routes["GET /debug/cluster"] = jsonHandler(r.debugCluster)
@@ -58,6 +61,34 @@ func pickHandler(bal *ring.Balancer) http.Handler {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"picks": picks})
+	})
+}
+
+// maxKeyBody caps the chat body /debug/key reads.
+const maxKeyBody = 4 << 20
+
+// keyHandler answers how this replica keys the chat body posted (POST
+// /debug/key, the body as sent to /v1/chat/completions) with its current
+// table of shared prefixes: the affinity key, the group key and the shared
+// characters the table skips (a learned prefix changes the last two, and
+// the key only of a first user message longer than the key's window).
+// Chaos runs compare the replicas' tables through it.
+func keyHandler(keys *prefix.Live) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxKeyBody))
+		var k prefix.Key
+		if err == nil {
+			k, err = keys.Request(prefix.RouteChat, body, nil)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
+				"message": "want a chat completions body: " + err.Error(), "type": "invalid_request_error", "param": nil, "code": "invalid_body"}})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"key": strconv.FormatUint(k.Hash, 10), "group": strconv.FormatUint(k.Group, 10),
+			"shared_chars": k.SharedChars})
 	})
 }
 

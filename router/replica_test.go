@@ -248,3 +248,37 @@ func TestSketchIntervalValidated(t *testing.T) {
 		t.Fatal("a negative sketch interval passed")
 	}
 }
+
+// The debug key route answers a chat body's key, the same each time and
+// different for another prompt, and refuses a body that is no chat with an
+// OpenAI-style error.
+func TestDebugKey(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	_, admin, _, done := start(t, ctx, nil)
+	defer func() { cancel(); <-done }()
+	key := func(body string) (int, string) {
+		resp, err := http.Post(admin+"/debug/key", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v struct {
+			Key   string                `json:"key"`
+			Error struct{ Code string } `json:"error"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, v.Key + v.Error.Code
+	}
+	chat := func(s string) string { return `{"model":"m","messages":[{"role":"user","content":"` + s + `"}]}` }
+	c1, a := key(chat("one prompt"))
+	_, a2 := key(chat("one prompt"))
+	_, b := key(chat("another prompt"))
+	if c1 != 200 || a == "" || a != a2 || a == b {
+		t.Fatalf("keys: %d %q %q %q", c1, a, a2, b)
+	}
+	if code, v := key(`not json`); code != 400 || v != "invalid_body" {
+		t.Fatalf("a bad body: %d %q", code, v)
+	}
+}

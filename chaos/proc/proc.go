@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -30,6 +31,12 @@ import (
 type Config struct {
 	Bin               string // the prefixring binary
 	Replicas, Engines int
+	// Initial is how many of the engines (the first) the replicas start
+	// with; the others are there to be added (0: all).
+	Initial int
+	// EngineArgs and ReplicaArgs are added to every `prefixring sim` and
+	// `prefixring serve` command line (a flag given twice: the last wins).
+	EngineArgs, ReplicaArgs []string
 	// Netns puts each replica in a network namespace (needs root and
 	// iproute2); without it everything runs on 127.0.0.1 and the gossip
 	// scenarios that need tc are skipped.
@@ -49,10 +56,14 @@ type Cluster struct {
 	engHost string
 	reps    []*e2eproc.Proc
 	hosts   []string // replica IPs
-	rport   []int    // replica API ports
+	rport   [][3]int // replica API, admin and gossip ports
 	crashes []int
 	client  *http.Client
+	dir     string // the replicas' endpoints files
 }
+
+// Token is the bearer token every replica's workers API requires.
+const Token = "chaos-admin-token"
 
 const prefix = "prcx" // names of namespaces and links this package creates
 
@@ -127,49 +138,61 @@ func (c *Cluster) Close() {
 }
 
 // Start builds the network and starts the engines and the replicas.
-func Start(cfg Config) (c *Cluster, err error) {
+func Start(cfg Config) (*Cluster, error) {
 	key := make([]byte, 32)
 	for i := range key {
 		key[i] = byte(i*7 + 3)
 	}
-	c = &Cluster{cfg: cfg, key: base64.StdEncoding.EncodeToString(key), engines: make([]*e2eproc.Proc, cfg.Engines),
-		ports: make([]int, cfg.Engines), reps: make([]*e2eproc.Proc, cfg.Replicas), rport: make([]int, cfg.Replicas),
+	c := &Cluster{cfg: cfg, key: base64.StdEncoding.EncodeToString(key), engines: make([]*e2eproc.Proc, cfg.Engines),
+		ports: make([]int, cfg.Engines), reps: make([]*e2eproc.Proc, cfg.Replicas), rport: make([][3]int, cfg.Replicas),
 		crashes: make([]int, cfg.Replicas), client: &http.Client{Timeout: 10 * time.Second}}
-	defer func() {
-		if err != nil {
-			c.Close()
-		}
-	}()
-	c.engHost = "127.0.0.1"
-	for range cfg.Replicas {
-		c.hosts = append(c.hosts, "127.0.0.1")
-	}
-	if cfg.Netns {
-		if err := c.buildNetwork(); err != nil {
-			return nil, err
-		}
-	}
-	for i := range cfg.Engines {
-		if c.ports[i], err = freePort("127.0.0.1"); err != nil {
-			return nil, err
-		}
-		if err := c.StartEngine(i); err != nil {
-			return nil, err
-		}
-	}
-	for i := range cfg.Replicas {
-		if !cfg.Netns {
-			if c.rport[i], err = freePort("127.0.0.1"); err != nil {
-				return nil, err
-			}
-		} else {
-			c.rport[i] = 8080
-		}
-		if err := c.StartReplica(i, c.EngineURLs()); err != nil {
-			return nil, err
-		}
+	if err := c.start(); err != nil {
+		c.Close() // what started before the failure
+		return nil, err
 	}
 	return c, nil
+}
+
+func (c *Cluster) start() (err error) {
+	if c.dir, err = os.MkdirTemp("", prefix+"-"); err != nil {
+		return err
+	}
+	c.push(func() { _ = os.RemoveAll(c.dir) })
+	c.engHost = "127.0.0.1"
+	for range c.cfg.Replicas {
+		c.hosts = append(c.hosts, "127.0.0.1")
+	}
+	if c.cfg.Netns {
+		if err := c.buildNetwork(); err != nil {
+			return err
+		}
+	}
+	for i := range c.cfg.Engines {
+		if c.ports[i], err = freePort(c.engHost); err != nil {
+			return err
+		}
+		if err := c.StartEngine(i); err != nil {
+			return err
+		}
+	}
+	// Every replica's ports first: each joins the others' gossip addresses.
+	for i := range c.cfg.Replicas {
+		c.rport[i] = [3]int{8080, 8081, 7946}
+		for k := range c.rport[i] {
+			if c.cfg.Netns {
+				break
+			}
+			if c.rport[i][k], err = freePort("127.0.0.1"); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range c.cfg.Replicas {
+		if err := c.StartReplica(i, c.InitialURLs()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // buildNetwork makes a bridge in this namespace (the engines listen on its
@@ -227,9 +250,18 @@ func (c *Cluster) EngineURLs() []string {
 	return out
 }
 
+// InitialURLs are the URLs of the engines the replicas start with.
+func (c *Cluster) InitialURLs() []string {
+	all := c.EngineURLs()
+	if c.cfg.Initial > 0 && c.cfg.Initial < len(all) {
+		return all[:c.cfg.Initial]
+	}
+	return all
+}
+
 // URL is replica i's API root; Admin its admin listener's.
-func (c *Cluster) URL(i int) string   { return fmt.Sprintf("http://%s:%d", c.hosts[i], c.rport[i]) }
-func (c *Cluster) Admin(i int) string { return fmt.Sprintf("http://%s:%d", c.hosts[i], c.rport[i]+1) }
+func (c *Cluster) URL(i int) string   { return fmt.Sprintf("http://%s:%d", c.hosts[i], c.rport[i][0]) }
+func (c *Cluster) Admin(i int) string { return fmt.Sprintf("http://%s:%d", c.hosts[i], c.rport[i][1]) }
 
 // URLs are every replica's API root.
 func (c *Cluster) URLs() []string {
@@ -242,7 +274,7 @@ func (c *Cluster) URLs() []string {
 
 // StartEngine starts (or restarts on its port) engine i.
 func (c *Cluster) StartEngine(i int) error {
-	argv := []string{"sim", "--listen", fmt.Sprintf("%s:%d", c.engHost, c.ports[i]), "--seed", fmt.Sprint(i + 1)}
+	argv := append([]string{"sim", "--listen", fmt.Sprintf("%s:%d", c.engHost, c.ports[i]), "--seed", fmt.Sprint(i + 1)}, c.cfg.EngineArgs...)
 	p, _, err := e2eproc.Launch(c.cfg.Bin, fmt.Sprintf("engine-%d", i), argv, c.cfg.Log, simRe)
 	if p != nil {
 		c.push(func() { p.Stop(2 * time.Second) })
@@ -283,26 +315,70 @@ func (c *Cluster) SetFaults(i int, faults string) error {
 	return nil
 }
 
+// endpointsFile is replica i's --endpoints-file.
+func (c *Cluster) endpointsFile(i int) string {
+	return filepath.Join(c.dir, fmt.Sprintf("r%d.endpoints", i))
+}
+
+// writeEndpoints replaces replica i's endpoints file at once (a rename: a
+// periodic re-read never sees half a file).
+func (c *Cluster) writeEndpoints(i int, endpoints []string) error {
+	tmp := c.endpointsFile(i) + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strings.Join(endpoints, "\n")+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, c.endpointsFile(i))
+}
+
+// SetEndpoints rewrites every live replica's endpoints file and sends it
+// SIGHUP, which re-reads the file at once.
+func (c *Cluster) SetEndpoints(endpoints []string) error {
+	for _, i := range c.Live() {
+		if err := c.writeEndpoints(i, endpoints); err != nil {
+			return err
+		}
+		if err := c.Signal(i, syscall.SIGHUP); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Signal sends sig to replica i's process.
+func (c *Cluster) Signal(i int, sig syscall.Signal) error {
+	c.mu.Lock()
+	p := c.reps[i]
+	c.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("replica %d is not running", i)
+	}
+	return p.Cmd.Process.Signal(sig)
+}
+
+// gossipAddr is replica i's gossip address.
+func (c *Cluster) gossipAddr(i int) string {
+	return fmt.Sprintf("%s:%d", c.hosts[i], c.rport[i][2])
+}
+
 // StartReplica starts (or restarts, with the same name and addresses)
-// replica i with endpoints as its --endpoints.
+// replica i with endpoints in its --endpoints-file.
 func (c *Cluster) StartReplica(i int, endpoints []string) error {
+	if err := c.writeEndpoints(i, endpoints); err != nil {
+		return err
+	}
 	h := c.hosts[i]
 	var join []string
-	gport := func(j int) int {
-		if c.cfg.Netns {
-			return 7946
-		}
-		return c.rport[j] + 2
-	}
 	for j := range c.cfg.Replicas {
 		if j != i {
-			join = append(join, fmt.Sprintf("%s:%d", c.hosts[j], gport(j)))
+			join = append(join, c.gossipAddr(j))
 		}
 	}
-	argv := []string{"serve", "--listen", fmt.Sprintf("%s:%d", h, c.rport[i]), "--admin-listen", fmt.Sprintf("%s:%d", h, c.rport[i]+1),
-		"--gossip-bind", fmt.Sprintf("%s:%d", h, gport(i)), "--join", strings.Join(join, ","), "--node-name", fmt.Sprintf("r%d", i),
-		"--gossip-key", c.key, "--endpoints", strings.Join(endpoints, ","), "--health-interval", "1s", "--health-timeout", "500ms",
-		"--ejection-time", "5s", "--upstream-timeout", "3s", "--drain-delay", "0s", "--drain-timeout", "5s"}
+	argv := []string{"serve", "--listen", fmt.Sprintf("%s:%d", h, c.rport[i][0]), "--admin-listen", fmt.Sprintf("%s:%d", h, c.rport[i][1]),
+		"--gossip-bind", c.gossipAddr(i), "--join", strings.Join(join, ","), "--node-name", fmt.Sprintf("r%d", i),
+		"--gossip-key", c.key, "--endpoints-file", c.endpointsFile(i), "--health-interval", "1s", "--health-timeout", "500ms",
+		"--ejection-time", "5s", "--upstream-timeout", "3s", "--drain-delay", "0s", "--drain-timeout", "5s",
+		"--admin-token", Token, "--routing-headers-address"}
+	argv = append(argv, c.cfg.ReplicaArgs...)
 	bin := c.cfg.Bin
 	if c.cfg.Netns {
 		argv = append([]string{"netns", "exec", fmt.Sprintf("%sr%d", prefix, i), bin}, argv...)
@@ -560,6 +636,44 @@ func (c *Cluster) Degrade(lossPct int, delay, jitter time.Duration) (applied str
 		}
 	}
 	return fmt.Sprintf("nftables: %d%% loss, no delay (this kernel has no netem)", lossPct), nil
+}
+
+// BlackHole drops every packet into and out of replica i's namespace, as
+// a dead host or a pulled cable does: nothing is refused or reset, every
+// packet to it vanishes. The replica leaves Live (its process runs on,
+// cut off). The returned end kills the process and lifts the drop, so
+// connections still open to it are reset.
+func (c *Cluster) BlackHole(i int) (end func(), err error) {
+	if !c.cfg.Netns {
+		return nil, errors.New("a black hole needs --netns")
+	}
+	ns, table := fmt.Sprintf("%sr%d", prefix, i), prefix+"bh"
+	nft := func(a ...string) error { return run(append([]string{"ip", "netns", "exec", ns, "nft"}, a...)...) }
+	if err := nft("add", "table", "inet", table); err != nil {
+		return nil, err
+	}
+	for _, hook := range []string{"input", "output"} {
+		if err := nft("add", "chain", "inet", table, hook, "{ type filter hook "+hook+" priority -10; policy drop; }"); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range [][]string{{"input", "iif", "lo", "accept"}, {"output", "oif", "lo", "accept"}} {
+		if err := nft(append([]string{"insert", "rule", "inet", table}, r...)...); err != nil {
+			return nil, err
+		}
+	}
+	c.mu.Lock()
+	p := c.reps[i]
+	c.reps[i] = nil
+	c.crashes[i]++
+	c.mu.Unlock()
+	return func() {
+		if p != nil {
+			_ = p.Cmd.Process.Kill()
+			p.Exit(10 * time.Second)
+		}
+		_ = nft("delete", "table", "inet", table)
+	}, nil
 }
 
 // Heal removes every gossip filter.

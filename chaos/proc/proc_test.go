@@ -41,3 +41,12 @@ func TestRunRefusesUnknownScenarios(t *testing.T) {
 		t.Fatalf("%v %+v", err, rows)
 	}
 }
+
+// A cluster that fails to start returns the error and removes what it
+// started (it panicked on a nil cluster, leaving the processes running).
+func TestStartFailureCleansUp(t *testing.T) {
+	c, err := Start(Config{Bin: "/nonexistent/prefixring", Replicas: 1, Engines: 1})
+	if err == nil || c != nil {
+		t.Fatalf("Start with no binary: %v, %v", c, err)
+	}
+}

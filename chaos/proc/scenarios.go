@@ -29,18 +29,26 @@ type scenario struct {
 	name  string
 	netns bool // needs namespaces and tc
 	run   func(ctx context.Context, c *Cluster, r *Row) error
+	// setup adjusts the cluster's configuration for this scenario (nil:
+	// the command's).
+	setup func(*Config)
 }
 
 var scenarios = []scenario{
-	{"replica-kill", false, func(ctx context.Context, c *Cluster, r *Row) error { return churn(ctx, c, r, syscall.SIGKILL) }},
-	{"replica-term", false, func(ctx context.Context, c *Cluster, r *Row) error { return churn(ctx, c, r, syscall.SIGTERM) }},
-	{"engine-death", false, engineDeath},
-	{"flapping-engine", false, flapping},
-	{"slow-engine", false, slowEngine},
-	{"failing-engine", false, failingEngine},
-	{"partition", true, partition},
-	{"lossy-gossip", true, lossy},
-	{"endpoint-skew", false, skew},
+	{"replica-kill", false, func(ctx context.Context, c *Cluster, r *Row) error { return churn(ctx, c, r, syscall.SIGKILL) }, nil},
+	{"replica-term", false, func(ctx context.Context, c *Cluster, r *Row) error { return churn(ctx, c, r, syscall.SIGTERM) }, nil},
+	{"engine-death", false, engineDeath, nil},
+	{"flapping-engine", false, flapping, nil},
+	{"slow-engine", false, slowEngine, nil},
+	{"failing-engine", false, failingEngine, nil},
+	{"partition", true, partition, nil},
+	{"lossy-gossip", true, lossy, nil},
+	{"endpoint-skew", false, skew, nil},
+	{"rolling-update", false, rolling, rollingSetup},
+	{"poison-prompt", false, poisonPrompt, nil},
+	{"keyless-stranger", false, keyless, func(cfg *Config) { cfg.Engines, cfg.Initial = 5, 4 }},
+	{"workers-churn", false, workersChurn, func(cfg *Config) { cfg.Engines, cfg.Initial = 7, 4 }},
+	{"black-hole", true, blackHole, func(cfg *Config) { cfg.Engines, cfg.Initial = 7, 4 }},
 }
 
 // Names lists the scenarios in the order they run.
@@ -75,7 +83,11 @@ func Run(ctx context.Context, cfg Config, names []string, progress func(string))
 		if progress != nil {
 			progress(s.name)
 		}
-		c, err := Start(cfg)
+		sc := cfg
+		if s.setup != nil {
+			s.setup(&sc)
+		}
+		c, err := Start(sc)
 		if err != nil {
 			return rows, fmt.Errorf("%s: %w", s.name, err)
 		}
@@ -95,12 +107,17 @@ func Run(ctx context.Context, cfg Config, names []string, progress func(string))
 // load runs the steady load for d against the replicas; the returned
 // function waits for it and returns the outcomes.
 func load(c *Cluster, d time.Duration, clients int, think time.Duration, streamEvery int) func() []chaos.Outcome {
+	return loadOn(c, c.URLs(), d, clients, 6, think, streamEvery)
+}
+
+// loadOn runs it against the replicas at urls, over groups system prompts.
+func loadOn(c *Cluster, urls []string, d time.Duration, clients, groups int, think time.Duration, streamEvery int) func() []chaos.Outcome {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
-	cl := chaos.NewClient(c.URLs(), tr, c.Crashes)
+	cl := chaos.NewClient(urls, tr, c.Crashes)
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	done := make(chan struct{})
-	go func() { cl.Steady(ctx, clients, 6, 4, streamEvery, think); close(done) }()
+	go func() { cl.Steady(ctx, clients, groups, 4, streamEvery, think); close(done) }()
 	return func() []chaos.Outcome {
 		<-done
 		cancel()

@@ -20,9 +20,11 @@ func chaosCommand() *cli.Command {
 		Description: "Starts engines (prefixring sim) and three gossiping replicas (prefixring serve) for each scenario, drives\n" +
 			"shared-prefix multi-turn traffic through the replicas as a DNS round-robin client would, injects the\n" +
 			"scenario's fault (SIGKILL/SIGTERM, dead, flapping, slow or failing engines, a gossip partition, lossy\n" +
-			"gossip, skewed endpoint lists) and checks the invariants. As root with iproute2, each replica runs in a\n" +
-			"network namespace of its own and tc netem cuts or degrades the gossip links; everything created is\n" +
-			"removed at the end, also on Ctrl-C. Exits 1 when an invariant broke.",
+			"gossip, skewed endpoint lists, a rolling update of the engines, a poison prompt, a keyless stranger, workers\n" +
+			"churned through the workers API, a black-holed replica host) and checks the invariants. As root with\n" +
+			"iproute2 and nftables, each replica runs in a network namespace of its own, where the gossip links are cut\n" +
+			"or degraded and a host black-holed; everything created is removed at the end, also on Ctrl-C. Exits 1 when\n" +
+			"an invariant broke.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "scenario", EnvVars: env("chaos-scenario"), Usage: "comma list of scenarios (default all): " + strings.Join(proc.Names(), ", ")},
 			&cli.StringFlag{Name: "netns", EnvVars: env("chaos-netns"), Value: "auto", Usage: "auto (when root with iproute2), on or off"},
@@ -49,7 +51,7 @@ func runChaos(c *cli.Context) error {
 		if err := proc.CanNetns(); err == nil {
 			cfg.Netns = true
 		} else {
-			fmt.Fprintf(c.App.ErrWriter, "chaos: no network namespaces (%v): the partition and lossy-gossip scenarios are skipped\n", err)
+			fmt.Fprintf(c.App.ErrWriter, "chaos: no network namespaces (%v): the partition, lossy-gossip and black-hole scenarios are skipped\n", err)
 		}
 	case "off":
 	default:

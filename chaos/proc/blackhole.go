@@ -1,0 +1,165 @@
+package proc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prefixring/prefixring/chaos"
+)
+
+// stretches measures the spans during which a sampled condition (the
+// replicas agree) did not hold.
+type stretches struct {
+	since time.Time // when the current span of disagreement began; zero: none
+	spans []time.Duration
+}
+
+// observe takes one sample at now.
+func (s *stretches) observe(now time.Time, agree bool) {
+	switch {
+	case !agree && s.since.IsZero():
+		s.since = now
+	case agree && !s.since.IsZero():
+		s.spans = append(s.spans, now.Sub(s.since))
+		s.since = time.Time{}
+	}
+}
+
+// finish closes a span still open at now.
+func (s *stretches) finish(now time.Time) {
+	s.observe(now, true)
+}
+
+// longest is the longest span (0: none).
+func (s *stretches) longest() time.Duration {
+	if len(s.spans) == 0 {
+		return 0
+	}
+	return slices.Max(s.spans)
+}
+
+// preambleBody is a chat whose first user message opens with group g's
+// document (600 characters, past the sketch's 256-character chunks), then
+// conversation conv's question.
+func preambleBody(g, conv int) []byte {
+	doc := fmt.Sprintf("Document %d. ", g) + strings.Repeat(fmt.Sprintf("Clause %d applies. ", g), 36)
+	b, _ := json.Marshal(map[string]any{"model": "meta-llama/Llama-3.1-8B-Instruct", "max_tokens": 8, "messages": []map[string]string{
+		{"role": "system", "content": "You answer questions about documents."},
+		{"role": "user", "content": fmt.Sprintf("%s\nQuestion %d: what does it say?", doc, conv)},
+	}})
+	return b
+}
+
+// preambleLoad sends preambleBody conversations over groups documents
+// from clients clients to the replicas at urls for d.
+func preambleLoad(c *Cluster, urls []string, d time.Duration, clients, groups int) func() []chaos.Outcome {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	cl := chaos.NewClient(urls, tr, c.Crashes)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	var conv atomic.Int64
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				n := int(conv.Add(1))
+				rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+				cl.Do(rctx, fmt.Sprintf("doc%d/c%d", n%groups, n), preambleBody(n%groups, n), false)
+				rcancel()
+				pause(ctx, 200*time.Millisecond)
+			}
+		})
+	}
+	return func() []chaos.Outcome {
+		wg.Wait()
+		cancel()
+		tr.CloseIdleConnections()
+		return cl.Outcomes()
+	}
+}
+
+// blackHole: replica 2's host goes silent under load (every packet into
+// and out of its namespace dropped: no reset, no refusal). New shared
+// prompts then arrive at the survivors and workers are registered there.
+// A member that does not answer must delay no send to the others: the
+// survivors key requests alike and route each new worker within 2 s.
+func blackHole(ctx context.Context, c *Cluster, r *Row) error {
+	before := load(c, 8*time.Second, 12, 100*time.Millisecond, 0)()
+	end, err := c.BlackHole(2)
+	if err != nil {
+		return err
+	}
+	defer end()
+	dead := time.Now()
+	survivors := []string{c.URL(0), c.URL(1)}
+	// New shared preambles (documents at the top of the first user
+	// message, longer than a chunk): the survivors' sketches learn them
+	// and their tables change, which changes how these bodies key, while
+	// the dead member is still listed.
+	wait := preambleLoad(c, survivors, 15*time.Second, 8, 6)
+	var bodies [][]byte
+	for g := range 6 {
+		for conv := range 4 {
+			bodies = append(bodies, preambleBody(g, 1000+conv))
+		}
+	}
+	keysAt := func() map[int]string {
+		out := map[int]string{}
+		for k, b := range bodies {
+			out[k], _ = c.Key(0, b)
+		}
+		return out
+	}
+	first := keysAt()
+	var mu sync.Mutex
+	var st stretches
+	stop := chaos.Sample(200*time.Millisecond, func() {
+		agree := c.KeysAgree(bodies)
+		mu.Lock()
+		st.observe(time.Now(), agree)
+		mu.Unlock()
+	})
+	var took []float64
+	for k := range 3 {
+		at, url := k%2, c.EngineURL(c.cfg.Initial+k) // r0, r1, r0
+		code, err := c.Workers(at, http.MethodPost, url)
+		if err != nil {
+			stop()
+			return err
+		}
+		expect(r, code == http.StatusAccepted, "registering %s at r%d: %d", url, at, code)
+		d, err := Wait(ctx, 15*time.Second, func() bool { return c.Routed(url, true) })
+		expect(r, err == nil, "%s not routed by every survivor within 15 s", url)
+		took = append(took, d.Seconds())
+	}
+	pause(ctx, time.Until(dead.Add(15*time.Second)))
+	stop()
+	st.finish(time.Now())
+	// The measure means something only if the tables moved meanwhile: the
+	// new prompts' shared prefixes learned, so their keys changed.
+	changed := 0
+	for k, key := range keysAt() {
+		if key != first[k] {
+			changed++
+		}
+	}
+	r.Figures["keys_changed"] = fmt.Sprintf("%d/%d", changed, len(bodies))
+	outs := wait()
+	basic(r, append(before, outs...), 0)
+	expect(r, r.Tally.OK == r.Tally.Requests, "%d of %d ok", r.Tally.OK, r.Tally.Requests)
+	longest := st.longest()
+	expect(r, longest <= 2*time.Second, "the survivors keyed requests differently for %v", longest)
+	expect(r, slices.Max(took) <= 2, "new workers routed by every survivor after %v s", took)
+	if v, err := c.View(0); err == nil {
+		r.Figures["r0_members_after"] = len(v.Members)
+	}
+	r.Figures["key_disagreements"], r.Figures["key_disagree_max_s"], r.Figures["worker_routed_max_s"] = len(st.spans), longest.Seconds(), slices.Max(took)
+	settle(ctx, c, r)
+	return nil
+}
