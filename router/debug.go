@@ -34,10 +34,12 @@ const maxPickKeys = 10000
 // pickHandler answers where each of the keys in ?key=K1,K2,... (decimal
 // uint64 affinity keys) would go now, through the bound as the replica
 // reads it, without keeping a request there (and without counting one in
-// the metrics): chaos runs compare the replicas' answers.
+// the metrics), and each key's home (where it goes when no endpoint is
+// over the bound): chaos runs compare the replicas' picks, and count the
+// keys picked away from home, without which agreement cannot fail.
 func pickHandler(bal *ring.Balancer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		picks := map[string]string{}
+		picks, homes := map[string]string{}, map[string]string{}
 		for _, f := range strings.Split(r.URL.Query().Get("key"), ",") {
 			if f == "" {
 				continue
@@ -51,6 +53,7 @@ func pickHandler(bal *ring.Balancer) http.Handler {
 					"type":    "invalid_request_error", "param": "key", "code": "invalid_key"}})
 				return
 			}
+			homes[f], _ = bal.Home(k)
 			l, err := bal.Acquire(ring.Request{Key: k, Keyed: true})
 			if err != nil {
 				picks[f] = ""
@@ -60,7 +63,7 @@ func pickHandler(bal *ring.Balancer) http.Handler {
 			picks[f] = l.Endpoint
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"picks": picks})
+		_ = json.NewEncoder(w).Encode(map[string]any{"picks": picks, "homes": homes})
 	})
 }
 
