@@ -448,45 +448,33 @@ func (c *Cluster) getJSON(url string, v any) error {
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-// Picks asks every live replica where keys go now (GET /debug/pick).
-func (c *Cluster) Picks(keys []uint64) (map[int]map[string]string, error) {
+// Picks asks every live replica where keys go now and where their homes
+// are (GET /debug/pick), one answer per replica.
+func (c *Cluster) Picks(keys []uint64) ([]PickView, error) {
 	q := make([]string, len(keys))
 	for k, key := range keys {
 		q[k] = fmt.Sprint(key)
 	}
-	out := map[int]map[string]string{}
-	for _, i := range c.Live() {
-		var v struct{ Picks map[string]string }
-		if err := c.getJSON(c.Admin(i)+"/debug/pick?key="+strings.Join(q, ","), &v); err != nil {
-			return nil, err
-		}
-		out[i] = v.Picks
+	// All at once: replicas asked one after the other read loads a few
+	// milliseconds apart, which alone would show as disagreement.
+	live := c.Live()
+	out, errs := make([]PickView, len(live)), make([]error, len(live))
+	var wg sync.WaitGroup
+	for k, i := range live {
+		wg.Go(func() { errs[k] = c.getJSON(c.Admin(i)+"/debug/pick?key="+strings.Join(q, ","), &out[k]) })
 	}
-	return out, nil
+	wg.Wait()
+	return out, errors.Join(errs...)
 }
 
 // Agreement is the share of keys every live replica sends to the same
 // endpoint.
 func (c *Cluster) Agreement(keys []uint64) (float64, error) {
-	picks, err := c.Picks(keys)
+	views, err := c.Picks(keys)
 	if err != nil {
 		return 0, err
 	}
-	agreed := 0
-	for _, key := range keys {
-		k, first, same := fmt.Sprint(key), "", true
-		for _, p := range picks {
-			if first == "" {
-				first = p[k]
-			} else if p[k] != first {
-				same = false
-			}
-		}
-		if same {
-			agreed++
-		}
-	}
-	return float64(agreed) / float64(max(len(keys), 1)), nil
+	return Agreement(keys, views), nil
 }
 
 // ClusterView is the part of /debug/cluster the scenarios read.

@@ -21,7 +21,7 @@ func TestTable(t *testing.T) {
 		{Scenario: "slow-engine", Tally: chaos.Tally{Requests: 5, OK: 4, Failed: 1}, Figures: map[string]any{}, Problems: []string{"p99 rose"}},
 	}
 	out := Table(rows)
-	for _, want := range []string{"replica-kill", "a=1 b=2.50", "partition        skipped: needs network namespaces", "INVARIANT BROKEN: p99 rose"} {
+	for _, want := range []string{"replica-kill", "a=1 b=2.50", "partition            skipped: needs network namespaces", "INVARIANT BROKEN: p99 rose"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
