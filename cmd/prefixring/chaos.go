@@ -51,7 +51,7 @@ func runChaos(c *cli.Context) error {
 		if err := proc.CanNetns(); err == nil {
 			cfg.Netns = true
 		} else {
-			fmt.Fprintf(c.App.ErrWriter, "chaos: no network namespaces (%v): the partition, lossy-gossip and black-hole scenarios are skipped\n", err)
+			fmt.Fprintf(c.App.ErrWriter, "chaos: no network namespaces (%v): the partition, lossy-gossip, lossy-gossip-aligned and black-hole scenarios are skipped\n", err)
 		}
 	case "off":
 	default:
