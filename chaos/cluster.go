@@ -433,19 +433,39 @@ func (c *Cluster) kill(i int, silence func(addr string)) {
 	r.stop()
 }
 
-// KeyAgreement is the share of bodies every live replica keys alike (the
-// same affinity key: the same table of shared prefixes skipped).
+// keying is how a replica keys a body: the key, the group key and the
+// shared characters, each of which its table of shared prefixes moves.
+type keying struct {
+	hash, group uint64
+	shared      int
+}
+
+// Keying returns how live replica i keys chat body b.
+func (c *Cluster) Keying(i int, b []byte) (keying, error) {
+	c.mu.Lock()
+	r := c.reps[i]
+	c.mu.Unlock()
+	if r == nil {
+		return keying{}, fmt.Errorf("replica %d is not running", i)
+	}
+	k, err := r.Router.Keys().Request(prefix.RouteChat, b, nil)
+	return keying{k.Hash, k.Group, k.SharedChars}, err
+}
+
+// KeyAgreement is the share of bodies every live replica keys alike: the
+// same key, group key and shared characters (the same table of shared
+// prefixes read).
 func (c *Cluster) KeyAgreement(bodies [][]byte) float64 {
 	live := c.Live()
 	agreed := 0
 	for _, b := range bodies {
-		keys := map[uint64]bool{}
+		keys := map[keying]bool{}
 		for _, r := range live {
 			k, err := r.Router.Keys().Request(prefix.RouteChat, b, nil)
 			if err != nil {
 				return 0
 			}
-			keys[k.Hash] = true
+			keys[keying{k.Hash, k.Group, k.SharedChars}] = true
 		}
 		if len(keys) <= 1 {
 			agreed++

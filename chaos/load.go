@@ -185,6 +185,44 @@ func chatBody(group, conv, turn int, stream bool) []byte {
 	return b
 }
 
+// PreambleBody is a chat whose first user message opens with group g's
+// document (600 characters, past the sketch's 256-character chunks), then
+// conversation conv's question: once the replicas' sketches learn a
+// document as a shared prefix, how such a body keys changes (its key, its
+// group and its shared characters), so a check that the replicas key
+// alike can fail on it, where ChatBody's short questions key alike
+// whatever the tables hold.
+func PreambleBody(g, conv int) []byte {
+	doc := fmt.Sprintf("Document %d. ", g) + strings.Repeat(fmt.Sprintf("Clause %d applies. ", g), 36)
+	b, _ := json.Marshal(map[string]any{"model": "meta-llama/Llama-3.1-8B-Instruct", "max_tokens": 8, "messages": []map[string]string{
+		{"role": "system", "content": "You answer questions about documents."},
+		{"role": "user", "content": fmt.Sprintf("%s\nQuestion %d: what does it say?", doc, conv)},
+	}})
+	return b
+}
+
+// Preamble sends PreambleBody requests until ctx ends: clients clients,
+// each sending one after another over groups documents, think apart.
+func (cl *Client) Preamble(ctx context.Context, clients, groups int, think time.Duration) {
+	var conv atomic.Int64
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				n := int(conv.Add(1))
+				rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				cl.Do(rctx, fmt.Sprintf("doc%d/c%d", n%groups, n), PreambleBody(n%groups, n), false)
+				cancel()
+				select {
+				case <-ctx.Done():
+				case <-time.After(think):
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // ChatBody is the body Steady sends for a conversation's turn: the real-
 // process scenarios ask the replicas how they key it.
 func ChatBody(group, conv, turn int, stream bool) []byte { return chatBody(group, conv, turn, stream) }

@@ -2,13 +2,10 @@ package proc
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prefixring/prefixring/chaos"
@@ -45,39 +42,16 @@ func (s *stretches) longest() time.Duration {
 	return slices.Max(s.spans)
 }
 
-// preambleBody is a chat whose first user message opens with group g's
-// document (600 characters, past the sketch's 256-character chunks), then
-// conversation conv's question.
-func preambleBody(g, conv int) []byte {
-	doc := fmt.Sprintf("Document %d. ", g) + strings.Repeat(fmt.Sprintf("Clause %d applies. ", g), 36)
-	b, _ := json.Marshal(map[string]any{"model": "meta-llama/Llama-3.1-8B-Instruct", "max_tokens": 8, "messages": []map[string]string{
-		{"role": "system", "content": "You answer questions about documents."},
-		{"role": "user", "content": fmt.Sprintf("%s\nQuestion %d: what does it say?", doc, conv)},
-	}})
-	return b
-}
-
-// preambleLoad sends preambleBody conversations over groups documents
-// from clients clients to the replicas at urls for d.
+// preambleLoad sends chaos.PreambleBody conversations over groups
+// documents from clients clients to the replicas at urls for d.
 func preambleLoad(c *Cluster, urls []string, d time.Duration, clients, groups int) func() []chaos.Outcome {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	cl := chaos.NewClient(urls, tr, c.Crashes)
 	ctx, cancel := context.WithTimeout(context.Background(), d)
-	var conv atomic.Int64
-	var wg sync.WaitGroup
-	for range clients {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				n := int(conv.Add(1))
-				rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
-				cl.Do(rctx, fmt.Sprintf("doc%d/c%d", n%groups, n), preambleBody(n%groups, n), false)
-				rcancel()
-				pause(ctx, 200*time.Millisecond)
-			}
-		})
-	}
+	done := make(chan struct{})
+	go func() { cl.Preamble(ctx, clients, groups, 200*time.Millisecond); close(done) }()
 	return func() []chaos.Outcome {
-		wg.Wait()
+		<-done
 		cancel()
 		tr.CloseIdleConnections()
 		return cl.Outcomes()
@@ -106,7 +80,7 @@ func blackHole(ctx context.Context, c *Cluster, r *Row) error {
 	var bodies [][]byte
 	for g := range 6 {
 		for conv := range 4 {
-			bodies = append(bodies, preambleBody(g, 1000+conv))
+			bodies = append(bodies, chaos.PreambleBody(g, 1000+conv))
 		}
 	}
 	keysAt := func() map[int]string {
