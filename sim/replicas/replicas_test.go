@@ -80,19 +80,7 @@ func TestSharedViewAgreesWithoutLatency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var held []ring.Lease
-	for k := range 400 {
-		p.now = time.Duration(k) * 7 * time.Millisecond
-		l, err := p.Acquire(ring.Request{Key: uint64(k % 5), Keyed: true}) // 5 hot keys: spills
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, l)
-		if k%3 == 0 {
-			held[0].Release()
-			held = held[1:]
-		}
-	}
+	_ = hotKeys(t, p, 0)
 	if p.Agreement() != 1 || p.Keyed != 400 {
 		t.Fatalf("agreement %v over %d", p.Agreement(), p.Keyed)
 	}
@@ -112,19 +100,7 @@ func TestAlignedViewAgreesWithLatency(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var held []ring.Lease
-		for k := range 400 {
-			p.now = time.Second + time.Duration(k)*7*time.Millisecond
-			l, err := p.Acquire(ring.Request{Key: uint64(k % 5), Keyed: true}) // 5 hot keys: spills
-			if err != nil {
-				t.Fatal(err)
-			}
-			held = append(held, l)
-			if k%3 == 0 {
-				held[0].Release()
-				held = held[1:]
-			}
-		}
+		held := hotKeys(t, p, time.Second)
 		if agreed := p.Agreement(); (mode == core.ViewAligned) != (agreed == 1) {
 			t.Errorf("%s: agreement %v over %d", mode, agreed, p.Keyed)
 		}
@@ -250,4 +226,24 @@ func TestLossDropsPublications(t *testing.T) {
 			t.Errorf("loss %v accepted", loss)
 		}
 	}
+}
+
+// hotKeys places 400 requests on 5 hot keys from start on, 7 ms apart,
+// releasing one every third (enough to spill), and returns those it holds.
+func hotKeys(t *testing.T, p *Picker, start time.Duration) []ring.Lease {
+	t.Helper()
+	var held []ring.Lease
+	for k := range 400 {
+		p.now = start + time.Duration(k)*7*time.Millisecond
+		l, err := p.Acquire(ring.Request{Key: uint64(k % 5), Keyed: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+		if k%3 == 0 {
+			held[0].Release()
+			held = held[1:]
+		}
+	}
+	return held
 }
