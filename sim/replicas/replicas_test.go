@@ -80,7 +80,7 @@ func TestSharedViewAgreesWithoutLatency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = hotKeys(t, p, 0)
+	hotKeys(t, p, 0)
 	if p.Agreement() != 1 || p.Keyed != 400 {
 		t.Fatalf("agreement %v over %d", p.Agreement(), p.Keyed)
 	}
