@@ -188,25 +188,24 @@ func (c *Cluster) KeysAgree(bodies [][]byte) bool {
 
 // Ejections is replica i's prefixring_ejections_total, every reason.
 func (c *Cluster) Ejections(i int) (float64, error) {
-	resp, err := c.client.Get(c.Admin(i) + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return metricSum(b, "prefixring_ejections_total"), err
+	return c.scrape(c.Admin(i), "prefixring_ejections_total")
 }
 
 // EngineServed is how many requests engine i completed
 // (vllm:request_success_total, every label).
 func (c *Cluster) EngineServed(i int) (float64, error) {
-	resp, err := c.client.Get(c.EngineURL(i) + "/metrics")
+	return c.scrape(c.EngineURL(i), "vllm:request_success_total")
+}
+
+// scrape is the sum of metric name's samples at base's /metrics.
+func (c *Cluster) scrape(base, name string) (float64, error) {
+	resp, err := c.client.Get(base + "/metrics")
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return metricSum(b, "vllm:request_success_total"), err
+	return metricSum(b, name), err
 }
 
 // metricSum adds the values of every sample of the metric name in a
