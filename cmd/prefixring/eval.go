@@ -55,6 +55,9 @@ func evalCommand() *cli.Command {
 			&cli.StringFlag{Name: "traces", EnvVars: env("eval-traces"), Value: eval.DefaultTraces, Usage: "folder holding the Mooncake traces the default study replays (conversation_trace.jsonl); the study runs without it"},
 			&cli.IntFlag{Name: "requests", EnvVars: env("eval-requests"), Usage: "cap on each workload's requests (a trace is cut to its first N; 0: the workload's own)"},
 			&cli.StringFlag{Name: "kv-blocks", EnvVars: env("eval-kv-blocks"), Usage: "comma list of KV cache blocks (16 tokens) per engine, the fleets; 0: the H100 profile's capacity (default study: 0 and " + fmt.Sprint(eval.SmallKVBlocks) + ")"},
+			&cli.BoolFlag{Name: "kv-capacity-unknown", EnvVars: env("eval-kv-capacity-unknown"), Usage: "hide the engines' KV capacity from the routers (as engines that do not report it): K is then unbounded, or with --kv-average bounded by c·average"},
+			&cli.BoolFlag{Name: "kv-average", EnvVars: env("eval-kv-average"), Usage: "as serve's --kv-average: bound K by c·average on engines of unknown KV capacity"},
+			&cli.Int64Flag{Name: "kv-min-bound", EnvVars: env("eval-kv-min-bound"), Usage: "as serve's --kv-min-bound: with --kv-average, every engine may hold this many KV tokens whatever the average"},
 			&cli.Uint64Flag{Name: "seed", EnvVars: env("eval-seed"), Value: 1, Usage: "workload and policy seed"},
 			&cli.StringFlag{Name: "out", EnvVars: env("eval-out"), Value: "eval-report", Usage: "report folder"},
 		},
@@ -120,6 +123,7 @@ func runEval(c *cli.Context) error {
 			cfg.Grids[i].KVBlocks = kv
 		}
 	}
+	cfg.KVCapacityUnknown, cfg.KVAverage, cfg.KVMinBound = c.Bool("kv-capacity-unknown"), c.Bool("kv-average"), c.Int64("kv-min-bound")
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

@@ -79,6 +79,11 @@ type Config struct {
 	// so K is bounded by c·average (ring.Endpoint.KVCapacity); by default
 	// they know it, as a router that reads vllm:cache_config_info does.
 	KVCapacityUnknown bool
+	// KVAverage and KVMinBound are serve's --kv-average and
+	// --kv-min-bound: with them K is bounded by c·average on engines whose
+	// capacity the routers do not know (ring.Config.KVAverage).
+	KVAverage  bool
+	KVMinBound int64
 	// Workers runs that many simulations at once (0: GOMAXPROCS).
 	Workers int
 	// Progress, when set, is called after each run with done and total.
@@ -234,8 +239,11 @@ func (c Config) Validate() error {
 	if c.KVBlocks > 0 && c.KVBlocks < 64 {
 		return errors.New("eval: KV blocks must be 0 (the profile's) or at least 64")
 	}
-	if c.Requests < 0 || c.KVBlocks < 0 {
-		return errors.New("eval: requests and KV blocks must be >= 0")
+	if c.Requests < 0 || c.KVBlocks < 0 || c.KVMinBound < 0 {
+		return errors.New("eval: requests, KV blocks and the KV min bound must be >= 0")
+	}
+	if c.KVMinBound > 0 && !c.KVAverage {
+		return errors.New("eval: a KV min bound bounds nothing without KVAverage")
 	}
 	return nil
 }

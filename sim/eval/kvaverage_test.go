@@ -1,0 +1,29 @@
+package eval
+
+import "testing"
+
+// With the engines' KV capacity hidden, K bounds nothing unless KVAverage
+// bounds it by c·average: on the demo's small engines, where K decides,
+// the routers then spill again, and a KV min bound without KVAverage is
+// refused.
+func TestKVAverageBoundsHiddenCapacity(t *testing.T) {
+	spill := func(cfg Config) float64 {
+		t.Helper()
+		cfg.Grids, cfg.Seed, cfg.KVBlocks, cfg.KVCapacityUnknown = []Grid{DemoGrid([]string{"chwbl"})}, 1, DemoKVBlocks, true
+		res, err := Run(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) != 1 || res[0].Errors != 0 {
+			t.Fatalf("%+v", res)
+		}
+		return res[0].SpillRate
+	}
+	hidden, average := spill(Config{}), spill(Config{KVAverage: true})
+	if !(average > hidden+0.05) {
+		t.Fatalf("spill with the capacity hidden %.3f, with K bounded by c·average %.3f: want the average bound to spill more", hidden, average)
+	}
+	if err := (Config{Grids: []Grid{DemoGrid([]string{"chwbl"})}, KVMinBound: 4096}).Validate(); err == nil {
+		t.Fatal("a KV min bound without KVAverage was accepted")
+	}
+}
