@@ -440,8 +440,8 @@ type keying struct {
 	shared      int
 }
 
-// Keying returns how live replica i keys chat body b.
-func (c *Cluster) Keying(i int, b []byte) (keying, error) {
+// keyingOf returns how live replica i keys chat body b.
+func (c *Cluster) keyingOf(i int, b []byte) (keying, error) {
 	c.mu.Lock()
 	r := c.reps[i]
 	c.mu.Unlock()

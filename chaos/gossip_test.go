@@ -254,7 +254,7 @@ func TestBlackHole(t *testing.T) {
 		keysAt := func() []keying {
 			var out []keying
 			for _, b := range bodies {
-				k, err := c.Keying(0, b)
+				k, err := c.keyingOf(0, b)
 				if err != nil {
 					t.Fatal(err)
 				}
