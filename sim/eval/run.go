@@ -3,6 +3,7 @@ package eval
 import (
 	"cmp"
 	"errors"
+	"iter"
 	"runtime"
 	"slices"
 	"sync"
@@ -40,50 +41,58 @@ type point struct {
 // with the point whose result it takes: itself, or the canonical point
 // that differs from it only in axes its policy does not read.
 func points(g Grid, seeds []uint64) (pts, canon []point) {
-	for _, seed := range seeds {
-		for _, w := range g.Workloads {
-			for _, p := range g.Policies {
-				rd := readsOf(p)
-				for _, e := range g.Endpoints {
-					for _, r := range g.Routers {
-						for _, s := range g.RateScales {
-							for _, f := range g.LoadFactors {
-								for _, m := range g.MinBounds {
-									for _, sig := range g.Signals {
-										for _, v := range g.Views {
-											for _, i := range g.GossipIntervals {
-												for _, k := range g.Keys {
-													for _, kv := range g.KVBlocks {
-														for _, cc := range g.Concurrency {
-															for _, loss := range g.GossipLoss {
-																pt := point{w, p, e, r, s, f, m, sig, v, i, k, kv, cc, loss, seed}
-																c := pt
-																if !rd.bound { // the baselines count requests or tokens (see runOne)
-																	c.loadFactor, c.minBound, c.signal = 0, 0, ""
-																}
-																if !rd.gossip {
-																	c.view, c.interval, c.loss = "", 0, 0
-																}
-																if !rd.key {
-																	c.key = ""
-																}
-																pts, canon = append(pts, pt), append(canon, c)
-															}
-														}
-													}
-												}
-											}
-										}
-									}
-								}
-							}
-						}
-					}
+	dims := []int{len(seeds), len(g.Workloads), len(g.Policies), len(g.Endpoints), len(g.Routers), len(g.RateScales),
+		len(g.LoadFactors), len(g.MinBounds), len(g.Signals), len(g.Views), len(g.GossipIntervals), len(g.Keys),
+		len(g.KVBlocks), len(g.Concurrency), len(g.GossipLoss)}
+	for ix := range product(dims) {
+		pt := point{g.Workloads[ix[1]], g.Policies[ix[2]], g.Endpoints[ix[3]], g.Routers[ix[4]], g.RateScales[ix[5]],
+			g.LoadFactors[ix[6]], g.MinBounds[ix[7]], g.Signals[ix[8]], g.Views[ix[9]], g.GossipIntervals[ix[10]],
+			g.Keys[ix[11]], g.KVBlocks[ix[12]], g.Concurrency[ix[13]], g.GossipLoss[ix[14]], seeds[ix[0]]}
+		pts, canon = append(pts, pt), append(canon, pt.canonical())
+	}
+	return pts, canon
+}
+
+// canonical is pt with the axes its policy does not read zeroed.
+func (pt point) canonical() point {
+	rd := readsOf(pt.policy)
+	if !rd.bound { // the baselines count requests or tokens (see runOne)
+		pt.loadFactor, pt.minBound, pt.signal = 0, 0, ""
+	}
+	if !rd.gossip {
+		pt.view, pt.interval, pt.loss = "", 0, 0
+	}
+	if !rd.key {
+		pt.key = ""
+	}
+	return pt
+}
+
+// product yields every index tuple below dims, the last index fastest
+// (nested loops in dims' order); none when a dimension is 0. The slice
+// is reused between yields.
+func product(dims []int) iter.Seq[[]int] {
+	return func(yield func([]int) bool) {
+		if slices.Contains(dims, 0) {
+			return
+		}
+		ix := make([]int, len(dims))
+		for {
+			if !yield(ix) {
+				return
+			}
+			k := len(ix) - 1
+			for ; k >= 0; k-- {
+				if ix[k]++; ix[k] < dims[k] {
+					break
 				}
+				ix[k] = 0
+			}
+			if k < 0 {
+				return
 			}
 		}
 	}
-	return pts, canon
 }
 
 // seeds returns the seeds the study runs.
