@@ -1,7 +1,6 @@
 package proc
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,9 +8,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/prefixring/prefixring/internal/e2eproc"
 )
@@ -209,25 +209,23 @@ func (c *Cluster) scrape(base, name string) (float64, error) {
 }
 
 // metricSum adds the values of every sample of the metric name in a
-// Prometheus text exposition.
+// Prometheus text exposition, whatever their labels (0: none, or text
+// that does not parse).
 func metricSum(text []byte, name string) float64 {
+	var p expfmt.TextParser
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(text))
+	if err != nil {
+		return 0
+	}
 	sum := 0.0
-	sc := bufio.NewScanner(bytes.NewReader(text))
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
-			continue
-		}
-		if j := strings.LastIndexByte(rest, '}'); j >= 0 {
-			rest = rest[j+1:]
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
-			sum += v
+	for _, m := range fams[name].GetMetric() {
+		switch {
+		case m.GetCounter() != nil:
+			sum += m.GetCounter().GetValue()
+		case m.GetGauge() != nil:
+			sum += m.GetGauge().GetValue()
+		case m.GetUntyped() != nil:
+			sum += m.GetUntyped().GetValue()
 		}
 	}
 	return sum
