@@ -263,17 +263,8 @@ func TestBlackHole(t *testing.T) {
 			return out
 		}
 		first := keysAt()
-		var stretches []time.Duration
-		var since time.Time
-		stop := Sample(100*time.Millisecond, func() {
-			switch agree := c.KeyAgreement(bodies) == 1; {
-			case !agree && since.IsZero():
-				since = time.Now()
-			case agree && !since.IsZero():
-				stretches = append(stretches, time.Since(since))
-				since = time.Time{}
-			}
-		})
+		var st Stretches
+		stop := Sample(100*time.Millisecond, func() { st.Observe(time.Now(), c.KeyAgreement(bodies) == 1) })
 		client := &http.Client{Transport: c.transport()}
 		defer client.CloseIdleConnections()
 		var took []time.Duration
@@ -296,9 +287,7 @@ func TestBlackHole(t *testing.T) {
 		}
 		time.Sleep(time.Until(dead.Add(15 * time.Second)))
 		stop()
-		if !since.IsZero() {
-			stretches = append(stretches, time.Since(since))
-		}
+		st.Finish(time.Now())
 		// The measure means something only if the tables moved meanwhile.
 		changed := 0
 		for k, key := range keysAt() {
@@ -313,12 +302,9 @@ func TestBlackHole(t *testing.T) {
 		cancel()
 		survivors.Close()
 		tally := Count(append(wait().Outcomes(), survivors.Outcomes()...))
-		longest := time.Duration(0)
-		if len(stretches) > 0 {
-			longest = slices.Max(stretches)
-		}
+		longest := st.Longest()
 		report(t, "%v; after the black hole: %d of %d bodies keyed anew, keys disagreed %d times, longest %v; new workers routed by every survivor after %v",
-			tally, changed, len(bodies), len(stretches), longest, took)
+			tally, changed, len(bodies), len(st.Spans), longest, took)
 		if longest > 2*time.Second || slices.Max(took) > 2*time.Second {
 			t.Fatalf("with a member black-holed, the survivors disagreed on keys for up to %v and routed new workers after %v (want both within 2s)", longest, took)
 		}
@@ -339,5 +325,29 @@ func steadyGroups(c *Cluster, d time.Duration, groups int) (wait func() *Client)
 		cancel()
 		cl.Close()
 		return cl
+	}
+}
+
+// Spans of disagreement run from the first disagreeing sample to the
+// first agreeing one; one still open at the end is closed there.
+func TestStretches(t *testing.T) {
+	var s Stretches
+	t0 := time.Unix(0, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	for _, x := range []struct {
+		ms    int
+		agree bool
+	}{{0, true}, {100, false}, {200, false}, {400, true}, {500, false}, {600, true}, {700, false}} {
+		s.Observe(at(x.ms), x.agree)
+	}
+	s.Finish(at(1700))
+	want := []time.Duration{300 * time.Millisecond, 100 * time.Millisecond, time.Second}
+	if !slices.Equal(s.Spans, want) || s.Longest() != time.Second {
+		t.Fatalf("spans %v, longest %v", s.Spans, s.Longest())
+	}
+	var none Stretches
+	none.Finish(at(5))
+	if none.Longest() != 0 || len(none.Spans) != 0 {
+		t.Fatal("no disagreement, yet spans")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -312,6 +313,35 @@ func Sample(every time.Duration, f func()) (stop func()) {
 		}
 	}()
 	return func() { close(done); <-finished }
+}
+
+// Stretches measures the spans during which a sampled condition (the
+// replicas agree, say) did not hold.
+type Stretches struct {
+	since time.Time       // when the current span began; zero: none
+	Spans []time.Duration // the spans ended so far
+}
+
+// Observe takes one sample at now.
+func (s *Stretches) Observe(now time.Time, holds bool) {
+	switch {
+	case !holds && s.since.IsZero():
+		s.since = now
+	case holds && !s.since.IsZero():
+		s.Spans = append(s.Spans, now.Sub(s.since))
+		s.since = time.Time{}
+	}
+}
+
+// Finish closes a span still open at now.
+func (s *Stretches) Finish(now time.Time) { s.Observe(now, true) }
+
+// Longest is the longest span (0: none).
+func (s *Stretches) Longest() time.Duration {
+	if len(s.Spans) == 0 {
+		return 0
+	}
+	return slices.Max(s.Spans)
 }
 
 // Mean is the mean of xs (0 when empty).

@@ -5,42 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prefixring/prefixring/chaos"
 )
-
-// stretches measures the spans during which a sampled condition (the
-// replicas agree) did not hold.
-type stretches struct {
-	since time.Time // when the current span of disagreement began; zero: none
-	spans []time.Duration
-}
-
-// observe takes one sample at now.
-func (s *stretches) observe(now time.Time, agree bool) {
-	switch {
-	case !agree && s.since.IsZero():
-		s.since = now
-	case agree && !s.since.IsZero():
-		s.spans = append(s.spans, now.Sub(s.since))
-		s.since = time.Time{}
-	}
-}
-
-// finish closes a span still open at now.
-func (s *stretches) finish(now time.Time) {
-	s.observe(now, true)
-}
-
-// longest is the longest span (0: none).
-func (s *stretches) longest() time.Duration {
-	if len(s.spans) == 0 {
-		return 0
-	}
-	return slices.Max(s.spans)
-}
 
 // preambleLoad sends chaos.PreambleBody conversations over groups
 // documents from clients clients to the replicas at urls for d.
@@ -91,14 +59,8 @@ func blackHole(ctx context.Context, c *Cluster, r *Row) error {
 		return out
 	}
 	first := keysAt()
-	var mu sync.Mutex
-	var st stretches
-	stop := chaos.Sample(200*time.Millisecond, func() {
-		agree := c.KeysAgree(bodies)
-		mu.Lock()
-		st.observe(time.Now(), agree)
-		mu.Unlock()
-	})
+	var st chaos.Stretches // Sample calls one function at a time and stop waits for it
+	stop := chaos.Sample(200*time.Millisecond, func() { st.Observe(time.Now(), c.KeysAgree(bodies)) })
 	var took []float64
 	for k := range 3 {
 		at, url := k%2, c.EngineURL(c.cfg.Initial+k) // r0, r1, r0
@@ -114,7 +76,7 @@ func blackHole(ctx context.Context, c *Cluster, r *Row) error {
 	}
 	pause(ctx, time.Until(dead.Add(15*time.Second)))
 	stop()
-	st.finish(time.Now())
+	st.Finish(time.Now())
 	// The measure means something only if the tables moved meanwhile: the
 	// new prompts' shared prefixes learned, so their keys changed.
 	changed := 0
@@ -127,13 +89,13 @@ func blackHole(ctx context.Context, c *Cluster, r *Row) error {
 	outs := wait()
 	basic(r, append(before, outs...), 0)
 	expect(r, r.Tally.OK == r.Tally.Requests, "%d of %d ok", r.Tally.OK, r.Tally.Requests)
-	longest := st.longest()
+	longest := st.Longest()
 	expect(r, longest <= 2*time.Second, "the survivors keyed requests differently for %v", longest)
 	expect(r, slices.Max(took) <= 2, "new workers routed by every survivor after %v s", took)
 	if v, err := c.View(0); err == nil {
 		r.Figures["r0_members_after"] = len(v.Members)
 	}
-	r.Figures["key_disagreements"], r.Figures["key_disagree_max_s"], r.Figures["worker_routed_max_s"] = len(st.spans), longest.Seconds(), slices.Max(took)
+	r.Figures["key_disagreements"], r.Figures["key_disagree_max_s"], r.Figures["worker_routed_max_s"] = len(st.Spans), longest.Seconds(), slices.Max(took)
 	settle(ctx, c, r)
 	return nil
 }

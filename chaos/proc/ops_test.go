@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"slices"
 	"testing"
-	"time"
 )
 
 // metricSum adds every sample of one metric, whatever its labels, and
@@ -55,29 +54,5 @@ func TestWorkerBook(t *testing.T) {
 	}
 	if b.codes[202] != 3 || b.codes[404] != 1 || b.codes[409] != 1 {
 		t.Fatalf("codes %v", b.codes)
-	}
-}
-
-// Spans of disagreement run from the first disagreeing sample to the
-// first agreeing one; one still open at the end is closed there.
-func TestStretches(t *testing.T) {
-	var s stretches
-	t0 := time.Unix(0, 0)
-	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	for _, x := range []struct {
-		ms    int
-		agree bool
-	}{{0, true}, {100, false}, {200, false}, {400, true}, {500, false}, {600, true}, {700, false}} {
-		s.observe(at(x.ms), x.agree)
-	}
-	s.finish(at(1700))
-	want := []time.Duration{300 * time.Millisecond, 100 * time.Millisecond, time.Second}
-	if !slices.Equal(s.spans, want) || s.longest() != time.Second {
-		t.Fatalf("spans %v, longest %v", s.spans, s.longest())
-	}
-	var none stretches
-	none.finish(at(5))
-	if none.longest() != 0 || len(none.spans) != 0 {
-		t.Fatal("no disagreement, yet spans")
 	}
 }
