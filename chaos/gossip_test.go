@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -265,23 +264,16 @@ func TestBlackHole(t *testing.T) {
 		first := keysAt()
 		var st Stretches
 		stop := Sample(100*time.Millisecond, func() { st.Observe(time.Now(), c.KeyAgreement(bodies) == 1) })
-		client := &http.Client{Transport: c.transport()}
-		defer client.CloseIdleConnections()
 		var took []time.Duration
 		for k := range 3 {
 			at := k % 2 // r0, r1, r0
 			url := EngineURL(4 + k)
-			req, _ := http.NewRequest("POST", "http://"+ReplicaAdminAddr(at)+"/workers",
-				strings.NewReader(`{"url":"`+url+`","worker_type":"regular"}`))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Authorization", "Bearer "+workersToken)
-			resp, err := client.Do(req)
+			code, err := c.Workers(at, http.MethodPost, url, workersToken)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_ = resp.Body.Close()
-			if resp.StatusCode != http.StatusAccepted {
-				t.Fatalf("registering %s at r%d: %d", url, at, resp.StatusCode)
+			if code != http.StatusAccepted {
+				t.Fatalf("registering %s at r%d: %d", url, at, code)
 			}
 			took = append(took, waitRouted(t, c, url, true, 15*time.Second))
 		}
