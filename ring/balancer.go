@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -41,6 +42,13 @@ type Config struct {
 	// ×1, seed 3; docs/study.md, "K's bound"), while vLLM, SGLang and
 	// llama.cpp engines report their capacity (upstream's KV scrape).
 	KVAverage bool
+	// KVCapacityFactor bounds K on an endpoint of known KV capacity at
+	// that many times the capacity; 0 (the default) is LoadFactor. Below
+	// LoadFactor, an engine whose in-flight requests fill its KV cache
+	// waits less for memory and spills more of its conversations
+	// (docs/study.md, "K's bound": 0.9 against 1.25, over ten seeds of the
+	// small fleet's multi-turn ×1 and five of the demo's shape).
+	KVCapacityFactor float64
 	// GroupSpread, when above 0, keeps a shared prefix's requests on as few
 	// endpoints as hold its traffic to 1/GroupSpread of each one's fair
 	// share: a group key with share s of the requests (Request.GroupShare)
@@ -79,6 +87,9 @@ func (c Config) Validate() error {
 	}
 	if c.KVMinBound < 0 {
 		return fmt.Errorf("ring: KV min bound %d must be >= 0", c.KVMinBound)
+	}
+	if !(c.KVCapacityFactor == 0 || c.KVCapacityFactor > 0 && c.KVCapacityFactor <= MaxLoadFactor) {
+		return fmt.Errorf("ring: KV capacity factor %v must be 0 (the load factor) or above 0 and at most %v", c.KVCapacityFactor, MaxLoadFactor)
 	}
 	if !(c.GroupSpread >= 0) || math.IsInf(c.GroupSpread, 0) {
 		return fmt.Errorf("ring: group spread %v must be >= 0", c.GroupSpread)
@@ -235,7 +246,8 @@ func (b *Balancer) swap(s snapshot) {
 func (b *Balancer) newState(s *snapshot, loads, kv Loads) *State {
 	st := NewState(s.ring, s.healthy, loads, b.cfg.bound())
 	st.kv = kvState{loads: kv, cap: s.capacity, groups: b.inflight, average: b.cfg.KVAverage,
-		bound: Bound{LoadFactor: b.cfg.LoadFactor, Min: b.cfg.KVMinBound, Own: 1}}
+		bound:     Bound{LoadFactor: b.cfg.LoadFactor, Min: b.cfg.KVMinBound, Own: 1},
+		capFactor: cmp.Or(b.cfg.KVCapacityFactor, b.cfg.LoadFactor)}
 	return st
 }
 

@@ -28,3 +28,23 @@ func TestLoadFactorRange(t *testing.T) {
 		t.Fatalf("bound at c=%v: %d for 1e6, %d for 1e9", float64(MaxLoadFactor), lo, hi)
 	}
 }
+
+// KVCapacityFactor is 0 (the load factor) or a positive finite factor up
+// to MaxLoadFactor; below 1 is allowed (K then spills before the engine's
+// memory is full).
+func TestKVCapacityFactorRange(t *testing.T) {
+	for _, f := range []float64{-0.5, math.NaN(), math.Inf(1), MaxLoadFactor * 1.01} {
+		cfg := DefaultConfig()
+		cfg.KVCapacityFactor = f
+		if cfg.Validate() == nil {
+			t.Errorf("KV capacity factor %v accepted", f)
+		}
+	}
+	for _, f := range []float64{0, 0.5, 0.9, 1, 1.25, MaxLoadFactor} {
+		cfg := DefaultConfig()
+		cfg.KVCapacityFactor = f
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("KV capacity factor %v: %v", f, err)
+		}
+	}
+}

@@ -27,6 +27,9 @@ type kvState struct {
 	bound  Bound       // c·average, for endpoints of unknown capacity
 	// average applies bound; else an unknown capacity bounds nothing
 	average bool
+	// capFactor bounds K on an endpoint of known capacity (see
+	// [KVCapacityBound]); 0: the capacity itself.
+	capFactor float64
 }
 
 // fits reports whether endpoint i may hold a request of K weights pw of
@@ -48,7 +51,7 @@ func (k *kvState) fits(r *Ring, i, n int, pw *weights, group uint64) bool {
 	}
 	w = max(w, 1)
 	if i < len(k.cap) && k.cap[i] > 0 {
-		return held+w <= k.bound.OfCapacity(k.cap[i])
+		return held+w <= KVCapacityBound(k.capFactor, k.cap[i])
 	}
 	return !k.average || held+w <= k.bound.Limit(k.loads.Total(), w, n)
 }
@@ -122,14 +125,16 @@ func (c *counter) releaseKV(own int64, group uint64, shared int64) {
 	c.kvTotal.Add(-own)
 }
 
-// OfCapacity is K's bound on an endpoint of known KV capacity: c times it,
-// the same c as P's bound. K over-counts what an engine holds (a request
-// counts its whole prompt from its pick, while queued it holds none, and
-// prefixes shared beyond its group's count once per request), so a bound
-// at the capacity itself spilled 19–23 % of the demo's turns off the
-// engines that held their history; c·capacity halves that and wins on
-// TTFT, 1.5× and more lets engines queue for KV (docs/study.md, "K's
-// bound", chosen on seeds 1–2 of the demo's shape, reported on 3–5).
-func (b Bound) OfCapacity(capacity int64) int64 {
-	return int64(math.Ceil(max(b.LoadFactor, 1) * float64(capacity)))
+// KVCapacityBound is K's bound on an endpoint of known KV capacity:
+// factor times it ([Config.KVCapacityFactor], by default c). K
+// over-counts what an engine holds (a request counts its whole prompt from
+// its pick, while queued it holds none, and prefixes shared beyond its
+// group's count once per request) and under-counts it (the answers being
+// decoded). On the demo's shape a bound at the capacity itself spilled
+// 19–23 % of the turns off the engines that held their history and c·capacity
+// halved that and won on TTFT (seeds 1–2 chosen, 3–5 reported); on the
+// small fleet's multi-turn ×1 it lets engines wait for memory, which
+// costs the tail (docs/study.md, "K's bound").
+func KVCapacityBound(factor float64, capacity int64) int64 {
+	return int64(math.Ceil(max(factor, 0) * float64(capacity)))
 }

@@ -91,18 +91,27 @@ func TestKVSharedPrefixCountedOnce(t *testing.T) {
 
 // TestKVCapacityBoundsTheHome: where an endpoint's KV capacity is known,
 // K is bounded by it rather than by c·average: the home keeps a request
-// that fits its memory, and refuses one that does not.
+// that fits its memory, and refuses one that does not; KVCapacityFactor,
+// when set, replaces c there.
 func TestKVCapacityBoundsTheHome(t *testing.T) {
 	for _, tc := range []struct {
 		capacity int64
+		factor   float64
 		wantHome bool
 	}{
-		{0, false},      // unknown: c·average, ceil(1.25·4000/4) = 1250 < 3000+1000
-		{100_000, true}, // the engine holds it
-		{3500, true},    // c·capacity does: ceil(1.25·3500) = 4375 >= 4000
-		{3100, false},   // 3875 does not
+		{0, 0, false},      // unknown: c·average, ceil(1.25·4000/4) = 1250 < 3000+1000
+		{100_000, 0, true}, // the engine holds it
+		{3500, 0, true},    // c·capacity does: ceil(1.25·3500) = 4375 >= 4000
+		{3100, 0, false},   // 3875 does not
+		{3500, 1, false},   // the capacity itself does not
+		{4000, 1, true},    // but holds 4000
+		{4400, 0.9, false}, // 3960 does not
+		{3100, 1.3, true},  // 4030 does
+		{0, 0.5, false},    // unknown capacity: the factor does not apply
 	} {
-		b, err := NewBalancer(kvAverage())
+		cfg := kvAverage()
+		cfg.KVCapacityFactor = tc.factor
+		b, err := NewBalancer(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +131,7 @@ func TestKVCapacityBoundsTheHome(t *testing.T) {
 			t.Fatal(err)
 		}
 		if (l.Endpoint == home) != tc.wantHome {
-			t.Errorf("capacity %d: went to %s (%v), want home=%v", tc.capacity, l.Endpoint, l.Decision, tc.wantHome)
+			t.Errorf("capacity %d, factor %v: went to %s (%v), want home=%v", tc.capacity, tc.factor, l.Endpoint, l.Decision, tc.wantHome)
 		}
 	}
 }

@@ -74,7 +74,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // The router learns two engines' KV capacity from their /metrics and the
-// balancer bounds K by c times it (ring.Bound.OfCapacity): 16 concurrent
+// balancer bounds K by c times it (ring.KVCapacityBound): 16 concurrent
 // slow requests with one long prompt, each about 1/8.5 of an engine's KV,
 // put 10 (floor(1.25·8.5)) on the home and 6 on the other, and no engine
 // ever holds more K than c times its capacity.
@@ -125,9 +125,8 @@ func TestKVCapacityBoundsKAcrossEngines(t *testing.T) {
 			t.Fatalf("request %d never reached an engine", i)
 		}
 		st, _ := r.Balancer().Status()
-		bound := ring.Bound{LoadFactor: cfg.Ring.LoadFactor}
 		for _, e := range st {
-			if e.KV > bound.OfCapacity(e.KVCapacity) {
+			if e.KV > ring.KVCapacityBound(cfg.Ring.LoadFactor, e.KVCapacity) {
 				t.Errorf("after %d requests %s holds K %d > c times its capacity %d (%d and %d held)", i+1, e.ID, e.KV, e.KVCapacity,
 					a.holding(), b.holding())
 			}

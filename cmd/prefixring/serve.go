@@ -75,6 +75,7 @@ func serveFlags() []cli.Flag {
 		&cli.IntFlag{Name: "panic-threshold", Value: hd.PanicThreshold, EnvVars: env("panic-threshold"), Usage: "below this percent of healthy endpoints, route to all of them rather than answer 503; 0: off"},
 		&cli.BoolFlag{Name: "kv-average", EnvVars: env("kv-average"), Usage: "bound K (prompt tokens held in KV) by c times the average on engines whose KV capacity is unknown, as CHWBL bounds load; off: only a known capacity bounds K (docs/study.md, \"K's bound\")"},
 		&cli.Int64Flag{Name: "kv-min-bound", EnvVars: env("kv-min-bound"), Usage: "with --kv-average, every engine may hold this many KV tokens whatever the average (0: the textbook bound)"},
+		&cli.Float64Flag{Name: "kv-capacity-factor", EnvVars: env("kv-capacity-factor"), Usage: "bound K on an engine of known KV capacity at this many times the capacity (0: --load-factor); below it an engine whose requests fill its memory waits less and spills more (docs/study.md, \"K's bound\")"},
 		&cli.StringSliceFlag{Name: "kv-capacity", EnvVars: env("kv-capacity"), Usage: "engines' KV cache capacity in tokens, which bounds the prompt tokens the ring keeps in flight on each (K); wins over --kv-scrape: TOKENS for every endpoint, or ENDPOINT=TOKENS for one, ENDPOINT its URL or label, comma-separated (http://10.0.0.7:8000=396000,gpu-b=200000)"},
 		&cli.BoolFlag{Name: "kv-scrape", Value: kd.Scrape, EnvVars: env("kv-scrape"), Usage: "learn each engine's KV cache capacity from it: vLLM's vllm:cache_config_info or SGLang's sglang:max_total_num_tokens (--enable-metrics) at --kv-metrics-path, else llama-server's /props (n_ctx × total_slots); read when an endpoint appears and every --kv-scrape-interval, never on a request's path; an endpoint whose capacity stays unknown has no K bound"},
 		&cli.DurationFlag{Name: "kv-scrape-interval", Value: kd.Interval, EnvVars: env("kv-scrape-interval"), Usage: "how often --kv-scrape re-reads each engine's KV capacity (it changes only when an engine restarts with other settings)"},
@@ -119,6 +120,7 @@ func ringConfig(c *cli.Context) (ring.Config, error) {
 	}
 	rc.LoadFactor, rc.GroupSpread = c.Float64("load-factor"), c.Float64("group-spread")
 	rc.KVAverage, rc.KVMinBound = c.Bool("kv-average"), c.Int64("kv-min-bound")
+	rc.KVCapacityFactor = c.Float64("kv-capacity-factor")
 	switch {
 	case c.IsSet("min-bound"):
 		rc.MinBound = c.Int64("min-bound")

@@ -80,4 +80,10 @@ func TestServeFlagsSayWhatCannotAct(t *testing.T) {
 	if _, _, err := runServeFlags(t, "--load-factor=1e18"); err == nil {
 		t.Error("--load-factor 1e18 accepted")
 	}
+	if cfg, _, err := runServeFlags(t, "--kv-capacity-factor=0.9"); err != nil || cfg.Ring.KVCapacityFactor != 0.9 {
+		t.Errorf("--kv-capacity-factor 0.9: %v %v", cfg.Ring.KVCapacityFactor, err)
+	}
+	if _, _, err := runServeFlags(t, "--kv-capacity-factor=-1"); err == nil {
+		t.Error("--kv-capacity-factor -1 accepted")
+	}
 }

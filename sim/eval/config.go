@@ -84,6 +84,10 @@ type Config struct {
 	// capacity the routers do not know (ring.Config.KVAverage).
 	KVAverage  bool
 	KVMinBound int64
+	// KVCapacityFactor is serve's --kv-capacity-factor: K's bound on an
+	// engine of known capacity, in capacities (0: the load factor;
+	// ring.Config.KVCapacityFactor).
+	KVCapacityFactor float64
 	// Workers runs that many simulations at once (0: GOMAXPROCS).
 	Workers int
 	// Progress, when set, is called after each run with done and total.
@@ -241,6 +245,9 @@ func (c Config) Validate() error {
 	}
 	if c.Requests < 0 || c.KVBlocks < 0 || c.KVMinBound < 0 {
 		return errors.New("eval: requests, KV blocks and the KV min bound must be >= 0")
+	}
+	if !(c.KVCapacityFactor >= 0 && c.KVCapacityFactor <= ring.MaxLoadFactor) {
+		return fmt.Errorf("eval: KV capacity factor %v must be 0 (the load factor) or above 0 and at most %v", c.KVCapacityFactor, ring.MaxLoadFactor)
 	}
 	if c.KVMinBound > 0 && !c.KVAverage {
 		return errors.New("eval: a KV min bound bounds nothing without KVAverage")

@@ -27,3 +27,29 @@ func TestKVAverageBoundsHiddenCapacity(t *testing.T) {
 		t.Fatal("a KV min bound without KVAverage was accepted")
 	}
 }
+
+// KVCapacityFactor reaches the routers' balancers: on the demo's small
+// engines, whose conversations outgrow their KV, a bound at 0.9 of the
+// capacity spills more than the default c·capacity; a negative factor is
+// refused.
+func TestKVCapacityFactorReachesTheRouters(t *testing.T) {
+	spill := func(cfg Config) float64 {
+		t.Helper()
+		cfg.Grids, cfg.Seed, cfg.KVBlocks = []Grid{DemoGrid([]string{"chwbl"})}, 1, DemoKVBlocks
+		res, err := Run(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) != 1 || res[0].Errors != 0 {
+			t.Fatalf("%+v", res)
+		}
+		return res[0].SpillRate
+	}
+	def, tight := spill(Config{}), spill(Config{KVCapacityFactor: 0.9})
+	if !(tight > def+0.03) {
+		t.Fatalf("spill at c·capacity %.3f, at 0.9·capacity %.3f: want the tighter bound to spill more", def, tight)
+	}
+	if err := (Config{Grids: []Grid{DemoGrid([]string{"chwbl"})}, KVCapacityFactor: -1}).Validate(); err == nil {
+		t.Fatal("a negative KV capacity factor was accepted")
+	}
+}
