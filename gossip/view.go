@@ -36,7 +36,7 @@ func (n *Node) ownEntry(now time.Time) core.Entry {
 		}
 	}
 	return core.NewEntryKV(n.cfg.NodeName, n.addr, n.inc, n.ver, now, eps, n.bal.Inflight().Counts(), n.bal.Inflight().KVCounts(), n.obs.down).
-		WithRequestEvidence(n.obs.failing, n.obs.served)
+		WithKVShared(n.bal.Inflight().KVSharedCounts()).WithRequestEvidence(n.obs.failing, n.obs.served)
 }
 
 func setOf(ids []string) map[string]bool {

@@ -27,11 +27,12 @@ import (
 // build carries no payload for is skipped, and so is one its payload
 // cannot decode: each is counted, never the whole message. A message of
 // another version or an unknown kind is refused, counted and logged (at
-// most once a minute a reason). Version 3 had no KV counts (K) and no
+// most once a minute a reason). Version 4 had no KV shared parts (a
+// group's shared part was summed over the replicas that held it); version 3 had no KV counts (K) and no
 // evidence bits in an entry; version 2 had three push/pull kinds and one
 // kind per payload; version 1 had no listed bits.
 const (
-	wireVersion = 4
+	wireVersion = 5
 
 	kindDelta    byte = 1
 	kindFull     byte = 2

@@ -55,11 +55,12 @@ func TestWireRoundTrip(t *testing.T) {
 func TestEnvelopeWire(t *testing.T) {
 	e := core.NewEntry("r0", "10.0.0.1:7946", 7, 3, t0, []string{"http://a:1", "http://b:1"}, map[string]int64{"http://a:1": 2}, map[string]bool{"http://b:1": true})
 	// The entries' encoding is core's (golden: the counts 2 and 0, the KV
-	// counts 0 and 0, the down, listed and evidence bits); the envelope
+	// counts 0 and 0, no KV shared part, the down, listed and evidence
+	// bits); the envelope
 	// adds the version, the kind, the sender, a count and a tag and
 	// length a section.
-	const golden = "0403" + "027230" + "01" + "00" + "39" + "01" + "027230" + "0d31302e302e302e313a37393436" + "0703" + "80f0cbf28365" + "00" +
-		"02" + "0a687474703a2f2f613a31" + "0a687474703a2f2f623a31" + "0400" + "0000" + "02" + "03" + "00"
+	const golden = "0503" + "027230" + "01" + "00" + "3a" + "01" + "027230" + "0d31302e302e302e313a37393436" + "0703" + "80f0cbf28365" + "00" +
+		"02" + "0a687474703a2f2f613a31" + "0a687474703a2f2f623a31" + "0400" + "0000" + "00" + "02" + "03" + "00"
 	if got := hex.EncodeToString(encodeEnvelope("r0", []core.Entry{e})); got != golden {
 		t.Fatalf("envelope encoding changed:\n%s\n%s", got, golden)
 	}

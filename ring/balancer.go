@@ -43,11 +43,7 @@ type Config struct {
 	// llama.cpp engines report their capacity (upstream's KV scrape).
 	KVAverage bool
 	// KVCapacityFactor bounds K on an endpoint of known KV capacity at
-	// that many times the capacity; 0 (the default) is LoadFactor. Below
-	// LoadFactor, an engine whose in-flight requests fill its KV cache
-	// waits less for memory and spills more of its conversations
-	// (docs/study.md, "K's bound": 0.9 against 1.25, over ten seeds of the
-	// small fleet's multi-turn ×1 and five of the demo's shape).
+	// that many times the capacity; 0 is [DefaultKVCapacityFactor].
 	KVCapacityFactor float64
 	// GroupSpread, when above 0, keeps a shared prefix's requests on as few
 	// endpoints as hold its traffic to 1/GroupSpread of each one's fair
@@ -58,6 +54,16 @@ type Config struct {
 	// one still spreads over all. Default 8 (docs/study.md, "The key").
 	GroupSpread float64
 }
+
+// DefaultKVCapacityFactor is K's bound on an engine of known capacity,
+// in capacities. K counts a request's whole prompt from its pick to its
+// end, a group's shared part once per engine across all replicas, and not
+// the answers being decoded, nor the memory an engine keeps free; at the
+// capacity itself engines whose running requests filled their memory
+// still queued requests for it, for as long as a decode takes. 0.85 was
+// chosen on seeds 1–5 of the demo's shape and the small fleet's grid
+// against 0.8, 0.9, 1.0 and 1.25 (docs/study.md, "K's bound").
+const DefaultKVCapacityFactor = 0.85
 
 // DefaultMinRequests is the floor under [SignalRequests]: the sweep behind
 // it is in docs/gossip-measures.md ("The bound's floor").
@@ -88,8 +94,8 @@ func (c Config) Validate() error {
 	if c.KVMinBound < 0 {
 		return fmt.Errorf("ring: KV min bound %d must be >= 0", c.KVMinBound)
 	}
-	if !(c.KVCapacityFactor == 0 || c.KVCapacityFactor > 0 && c.KVCapacityFactor <= MaxLoadFactor) {
-		return fmt.Errorf("ring: KV capacity factor %v must be 0 (the load factor) or above 0 and at most %v", c.KVCapacityFactor, MaxLoadFactor)
+	if !(c.KVCapacityFactor >= 0 && c.KVCapacityFactor <= MaxLoadFactor) {
+		return fmt.Errorf("ring: KV capacity factor %v must be 0 (the default, %v) or above 0 and at most %v", c.KVCapacityFactor, DefaultKVCapacityFactor, MaxLoadFactor)
 	}
 	if !(c.GroupSpread >= 0) || math.IsInf(c.GroupSpread, 0) {
 		return fmt.Errorf("ring: group spread %v must be >= 0", c.GroupSpread)
@@ -247,7 +253,7 @@ func (b *Balancer) newState(s *snapshot, loads, kv Loads) *State {
 	st := NewState(s.ring, s.healthy, loads, b.cfg.bound())
 	st.kv = kvState{loads: kv, cap: s.capacity, groups: b.inflight, average: b.cfg.KVAverage,
 		bound:     Bound{LoadFactor: b.cfg.LoadFactor, Min: b.cfg.KVMinBound, Own: 1},
-		capFactor: cmp.Or(b.cfg.KVCapacityFactor, b.cfg.LoadFactor)}
+		capFactor: cmp.Or(b.cfg.KVCapacityFactor, DefaultKVCapacityFactor)}
 	return st
 }
 

@@ -59,9 +59,10 @@
 // (TestSequentialPicksNeverExceedTheBound). Replicas that learn each
 // other's placements late can: see gossip/DESIGN.md.
 //
-// K's bound is c (or [Config.KVCapacityFactor]) times the endpoint's KV
+// K's bound is [Config.KVCapacityFactor] (0.85) times the endpoint's KV
 // capacity in tokens where known ([Endpoint.KVCapacity], from
-// vllm:cache_config_info; [KVCapacityBound] says why c and not 1), else, with
+// vllm:cache_config_info; [DefaultKVCapacityFactor] says why below 1),
+// else, with
 // [Config.KVAverage] (off by default), max(ceil(c · (K total + w) / n),
 // [Config.KVMinBound], 2w) for a request of K weight w; otherwise K is not
 // bounded there. An endpoint holding nothing takes any prompt.
@@ -74,7 +75,7 @@
 //     the cached tokens Tokens - NewTokens (< Tokens): above c · average
 //     by at most max(Min, (1+Own)·w) + Tokens, one request's prompt twice
 //     over besides the floor;
-//   - K: c (or KVCapacityFactor) times its capacity where known; else, with KVAverage,
+//   - K: KVCapacityFactor times its capacity where known; else, with KVAverage,
 //     max(ceil(c · (K total + w) / n), KVMinBound, 2w), or w on an idle
 //     endpoint: above c · average by at most 2w + KVMinBound.
 //

@@ -20,6 +20,7 @@ type counter struct {
 	n       atomic.Int64 // load (P)
 	reqs    atomic.Int64 // requests
 	kv      atomic.Int64 // KV tokens held (K)
+	shared  atomic.Int64 // the part of kv that is groups' shared parts
 	total   *atomic.Int64
 	kvTotal *atomic.Int64
 	mu      sync.Mutex     // guards groups

@@ -28,7 +28,7 @@ type kvState struct {
 	// average applies bound; else an unknown capacity bounds nothing
 	average bool
 	// capFactor bounds K on an endpoint of known capacity (see
-	// [KVCapacityBound]); 0: the capacity itself.
+	// [KVCapacityBound]).
 	capFactor float64
 }
 
@@ -57,10 +57,37 @@ func (k *kvState) fits(r *Ring, i, n int, pw *weights, group uint64) bool {
 }
 
 // KV returns the view of this replica's K counters: [Loads] in prompt
-// tokens held in KV cache (see the package's K).
+// tokens held in KV cache (see the package's K). It is also a
+// [SharedLoads].
 func (f *Inflight) KV() Loads { return kvView{f} }
 
+// SharedLoads is what a view of K reports of the groups' shared parts
+// within it: a cluster-wide view counts a group's shared part once
+// however many replicas hold the group on an endpoint, so it reads each
+// replica's shared part apart from the rest of its K.
+type SharedLoads interface {
+	// Shared returns the shared parts within Load(id): each group's once.
+	Shared(id string) int64
+	// SharedTotal returns the shared parts within Total().
+	SharedTotal() int64
+}
+
 type kvView struct{ f *Inflight }
+
+func (v kvView) SharedTotal() int64 {
+	var t int64
+	for _, c := range *v.f.counters.Load() {
+		t += c.shared.Load()
+	}
+	return t
+}
+
+func (v kvView) Shared(id string) int64 {
+	if c := (*v.f.counters.Load())[id]; c != nil {
+		return c.shared.Load()
+	}
+	return 0
+}
 
 func (v kvView) Load(id string) int64 {
 	if c := (*v.f.counters.Load())[id]; c != nil {
@@ -77,6 +104,20 @@ func (f *Inflight) KVCounts() map[string]int64 {
 	out := map[string]int64{}
 	for id, c := range *f.counters.Load() {
 		if n := c.kv.Load(); n != 0 {
+			out[id] = n
+		}
+	}
+	return out
+}
+
+// KVSharedCounts returns a copy of the non-zero shared parts within the K
+// counts ([Inflight.KVCounts]): per endpoint, the shared part of each
+// group this replica holds a request of there, once. Gossip publishes it
+// beside K so that the cluster counts a group's shared part once.
+func (f *Inflight) KVSharedCounts() map[string]int64 {
+	out := map[string]int64{}
+	for id, c := range *f.counters.Load() {
+		if n := c.shared.Load(); n != 0 {
 			out[id] = n
 		}
 	}
@@ -104,6 +145,7 @@ func (c *counter) addKV(own int64, group uint64, shared int64) {
 		}
 		if c.groups[group]++; c.groups[group] == 1 {
 			own += shared
+			c.shared.Add(shared)
 		}
 		c.mu.Unlock()
 	}
@@ -118,6 +160,7 @@ func (c *counter) releaseKV(own int64, group uint64, shared int64) {
 		if c.groups[group]--; c.groups[group] <= 0 {
 			delete(c.groups, group)
 			own += shared
+			c.shared.Add(-shared)
 		}
 		c.mu.Unlock()
 	}
@@ -126,15 +169,8 @@ func (c *counter) releaseKV(own int64, group uint64, shared int64) {
 }
 
 // KVCapacityBound is K's bound on an endpoint of known KV capacity:
-// factor times it ([Config.KVCapacityFactor], by default c). K
-// over-counts what an engine holds (a request counts its whole prompt from
-// its pick, while queued it holds none, and prefixes shared beyond its
-// group's count once per request) and under-counts it (the answers being
-// decoded). On the demo's shape a bound at the capacity itself spilled
-// 19–23 % of the turns off the engines that held their history and c·capacity
-// halved that and won on TTFT (seeds 1–2 chosen, 3–5 reported); on the
-// small fleet's multi-turn ×1 it lets engines wait for memory, which
-// costs the tail (docs/study.md, "K's bound").
+// factor times it ([Config.KVCapacityFactor], [DefaultKVCapacityFactor]
+// says why below 1).
 func KVCapacityBound(factor float64, capacity int64) int64 {
 	return int64(math.Ceil(max(factor, 0) * float64(capacity)))
 }

@@ -90,9 +90,9 @@ func TestKVSharedPrefixCountedOnce(t *testing.T) {
 }
 
 // TestKVCapacityBoundsTheHome: where an endpoint's KV capacity is known,
-// K is bounded by it rather than by c·average: the home keeps a request
-// that fits its memory, and refuses one that does not; KVCapacityFactor,
-// when set, replaces c there.
+// K is bounded by KVCapacityFactor times it (by default 0.85) rather
+// than by c·average: the home keeps a request that fits, and refuses one
+// that does not.
 func TestKVCapacityBoundsTheHome(t *testing.T) {
 	for _, tc := range []struct {
 		capacity int64
@@ -101,13 +101,13 @@ func TestKVCapacityBoundsTheHome(t *testing.T) {
 	}{
 		{0, 0, false},      // unknown: c·average, ceil(1.25·4000/4) = 1250 < 3000+1000
 		{100_000, 0, true}, // the engine holds it
-		{3500, 0, true},    // c·capacity does: ceil(1.25·3500) = 4375 >= 4000
-		{3100, 0, false},   // 3875 does not
-		{3500, 1, false},   // the capacity itself does not
-		{4000, 1, true},    // but holds 4000
-		{4400, 0.9, false}, // 3960 does not
-		{3100, 1.3, true},  // 4030 does
-		{0, 0.5, false},    // unknown capacity: the factor does not apply
+		{4800, 0, true},    // the default 0.85·capacity does: 4080 >= 4000
+		{4700, 0, false},   // 3995 does not
+		{4000, 1, true},    // the capacity itself holds 4000
+		{3500, 1, false},   // but not in 3500
+		{3500, 1.25, true}, // 4375 does
+		{3100, 1.25, false},
+		{0, 0.5, false}, // unknown capacity: the factor does not apply
 	} {
 		cfg := kvAverage()
 		cfg.KVCapacityFactor = tc.factor
@@ -221,4 +221,36 @@ func kvAverage() Config {
 	c := DefaultConfig()
 	c.KVAverage = true
 	return c
+}
+
+// A group's shared part is counted once per endpoint in K, and
+// KVSharedCounts reports it apart, for gossip to count it once across
+// replicas; it leaves with the group's last request there.
+func TestKVSharedCounts(t *testing.T) {
+	b, err := NewBalancer(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetEndpoints([]string{"a", "b"}); err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Key: 1, Keyed: true, Group: 7, Tokens: 3000, SharedTokens: 2000}
+	l1, l2 := b.AcquireOn(req, "a", DecisionHome), b.AcquireOn(req, "a", DecisionHome)
+	other := b.AcquireOn(Request{Key: 2, Keyed: true, Group: 8, Tokens: 900, SharedTokens: 500}, "a", DecisionHome)
+	f := b.Inflight()
+	if k, sh := f.KVCounts()["a"], f.KVSharedCounts()["a"]; k != 1000+1000+2000+400+500 || sh != 2000+500 {
+		t.Fatalf("K %d shared %d, want 4900 and 2500", k, sh)
+	}
+	if v, ok := f.KV().(SharedLoads); !ok || v.Shared("a") != 2500 || v.SharedTotal() != 2500 {
+		t.Fatalf("the K view does not report the shared parts: %v", ok)
+	}
+	l1.Release()
+	other.Release()
+	if k, sh := f.KVCounts()["a"], f.KVSharedCounts()["a"]; k != 1000+2000 || sh != 2000 {
+		t.Fatalf("after two releases K %d shared %d, want 3000 and 2000", k, sh)
+	}
+	l2.Release()
+	if n := len(f.KVSharedCounts()); n != 0 || len(f.KVCounts()) != 0 {
+		t.Fatalf("after every release: %v %v", f.KVCounts(), f.KVSharedCounts())
+	}
 }

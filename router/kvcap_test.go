@@ -74,10 +74,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // The router learns two engines' KV capacity from their /metrics and the
-// balancer bounds K by c times it (ring.KVCapacityBound): 16 concurrent
-// slow requests with one long prompt, each about 1/8.5 of an engine's KV,
-// put 10 (floor(1.25·8.5)) on the home and 6 on the other, and no engine
-// ever holds more K than c times its capacity.
+// balancer bounds K by 0.85 times it (ring.DefaultKVCapacityFactor): 16
+// concurrent slow requests with one long prompt, each about 1/12 of an
+// engine's KV, put 10 (floor(0.85·12)) on the home and 6 on the other,
+// and no engine ever holds more K than 0.85 times its capacity.
 // Without the capacity all 16 stay at their home (P alone never binds
 // below the 16384-token floor).
 func TestKVCapacityBoundsKAcrossEngines(t *testing.T) {
@@ -86,9 +86,9 @@ func TestKVCapacityBoundsKAcrossEngines(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("long prompt ", 260) + `"}]}`
-	w := int64(len(body) / 4)  // the router's estimate of its tokens
-	blocks := (8*w + w/2) / 16 // 8.5 prompts' worth, in 16-token blocks
-	capTokens := blocks * 16   // what the router should learn
+	w := int64(len(body) / 4) // the router's estimate of its tokens
+	blocks := 12 * w / 16     // 12 prompts' worth, in 16-token blocks
+	capTokens := blocks * 16  // what the router should learn
 	a, b := newSlowEngine(t, "a", blocks, release), newSlowEngine(t, "b", blocks, release)
 	ln, aln := listen(t), listen(t)
 	cfg := DefaultConfig()
@@ -126,8 +126,8 @@ func TestKVCapacityBoundsKAcrossEngines(t *testing.T) {
 		}
 		st, _ := r.Balancer().Status()
 		for _, e := range st {
-			if e.KV > ring.KVCapacityBound(cfg.Ring.LoadFactor, e.KVCapacity) {
-				t.Errorf("after %d requests %s holds K %d > c times its capacity %d (%d and %d held)", i+1, e.ID, e.KV, e.KVCapacity,
+			if e.KV > ring.KVCapacityBound(ring.DefaultKVCapacityFactor, e.KVCapacity) {
+				t.Errorf("after %d requests %s holds K %d > 0.85 times its capacity %d (%d and %d held)", i+1, e.ID, e.KV, e.KVCapacity,
 					a.holding(), b.holding())
 			}
 		}

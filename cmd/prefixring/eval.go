@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/prefixring/prefixring/loadgen"
+	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/sim/eval"
 )
 
@@ -58,7 +59,7 @@ func evalCommand() *cli.Command {
 			&cli.BoolFlag{Name: "kv-capacity-unknown", EnvVars: env("eval-kv-capacity-unknown"), Usage: "hide the engines' KV capacity from the routers (as engines that do not report it): K is then unbounded, or with --kv-average bounded by c·average"},
 			&cli.BoolFlag{Name: "kv-average", EnvVars: env("eval-kv-average"), Usage: "as serve's --kv-average: bound K by c·average on engines of unknown KV capacity"},
 			&cli.Int64Flag{Name: "kv-min-bound", EnvVars: env("eval-kv-min-bound"), Usage: "as serve's --kv-min-bound: with --kv-average, every engine may hold this many KV tokens whatever the average"},
-			&cli.Float64Flag{Name: "kv-capacity-factor", EnvVars: env("eval-kv-capacity-factor"), Usage: "as serve's --kv-capacity-factor: bound K on engines of known KV capacity at this many times it (0: the load factor)"},
+			&cli.Float64Flag{Name: "kv-capacity-factor", EnvVars: env("eval-kv-capacity-factor"), Value: ring.DefaultKVCapacityFactor, Usage: "as serve's --kv-capacity-factor: bound K on engines of known KV capacity at this many times it"},
 			&cli.Uint64Flag{Name: "seed", EnvVars: env("eval-seed"), Value: 1, Usage: "workload and policy seed"},
 			&cli.StringFlag{Name: "out", EnvVars: env("eval-out"), Value: "eval-report", Usage: "report folder"},
 		},

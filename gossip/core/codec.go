@@ -9,14 +9,16 @@ import (
 // The entries' codec. Integers are varints; strings are length-prefixed.
 //
 //	header: node, addr, incarnation, version, stamp, flags (bit 0: left)
-//	entry:  header, n, n endpoint IDs, n counts, n KV counts, down bits, listed bits, evidence bits
-//	delta:  header, digest (8 bytes LE), n, n counts, n KV counts, down bits, listed bits, evidence bits
+//	entry:  header, n, n endpoint IDs, n counts, n KV counts, KV shared parts, down bits, listed bits, evidence bits
+//	delta:  header, digest (8 bytes LE), n, n counts, n KV counts, KV shared parts, down bits, listed bits, evidence bits
 //	table:  m, then m entries
 //
 // A delta names its endpoint list by [Digest] only, so at 500 endpoints it
 // still fits one UDP packet; the receiver expands it from an entry it holds
 // with the same list ([Delta.Expand]), or drops it and waits for a full
-// entry. Bits are ceil(n/8) bytes, bit i of byte i/8 for endpoint i. An
+// entry. KV shared parts are sparse, as few endpoints hold a group: m, then
+// m pairs of the endpoint's index less the previous pair's (the first: its
+// index) and the part. Bits are ceil(n/8) bytes, bit i of byte i/8 for endpoint i. An
 // evidence bit is Failing for an endpoint that is down, Served for one that
 // is up (see [Entry.WithRequestEvidence]): one never holds with the other.
 const (
@@ -44,9 +46,53 @@ func appendCountsAndDown(b []byte, e Entry) []byte {
 	for i := range e.Counts {
 		b = binary.AppendVarint(b, e.kv(i))
 	}
+	b = appendSparse(b, e.KVShared, len(e.Counts))
 	b = appendBits(b, e.Down, len(e.Counts))
 	b = appendBits(b, e.Listed, len(e.Counts))
 	return appendBits(b, evidenceBits(e), len(e.Counts))
+}
+
+// appendSparse appends the non-zero values of vs[:n] as m, then m pairs
+// of index gap and value.
+func appendSparse(b []byte, vs []int64, n int) []byte {
+	vs = vs[:min(n, len(vs))]
+	m := 0
+	for _, v := range vs {
+		if v != 0 {
+			m++
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(m))
+	last := 0
+	for i, v := range vs {
+		if v != 0 {
+			b = binary.AppendUvarint(b, uint64(i-last))
+			b = binary.AppendVarint(b, v)
+			last = i
+		}
+	}
+	return b
+}
+
+// readSparse reads what appendSparse wrote for n values: nil when none is
+// set.
+func readSparse(r *wire.Reader, n int) []int64 {
+	m := r.Count(n)
+	if m == 0 || r.Err() != nil {
+		return nil
+	}
+	out := make([]int64, n)
+	i := 0
+	for k := 0; k < m && r.Err() == nil; k++ {
+		gap := r.Uvarint()
+		if (k > 0 && gap == 0) || gap >= uint64(n-i) {
+			r.Fail(wire.ErrMalformed) // indexes rise, within the entry's endpoints
+			return nil
+		}
+		i += int(gap)
+		out[i] = r.Varint()
+	}
+	return out
 }
 
 // appendBits appends n bits of flags (missing ones false).
@@ -147,6 +193,12 @@ func readCountsAndDown(r *wire.Reader, e *Entry, n int) {
 	e.KV = make([]int64, n)
 	for i := 0; i < n && r.Err() == nil; i++ {
 		e.KV[i] = r.Varint()
+	}
+	e.KVShared = readSparse(r, n)
+	for i := range e.KVShared {
+		// A shared part is within its K: a peer's larger one is clamped,
+		// so the view's own part (K less it) is never negative.
+		e.KVShared[i] = min(max(e.KVShared[i], 0), max(e.KV[i], 0))
 	}
 	e.Down, e.Listed = readBits(r, n), readBits(r, n)
 	e.Failing, e.Served = splitEvidence(e.Down, readBits(r, n))

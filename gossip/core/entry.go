@@ -51,6 +51,11 @@ type Entry struct {
 	// in-flight requests hold in that engine's KV cache, a group's shared
 	// part once (ring.Inflight's KVCounts). Nil reads as zeros.
 	KV []int64
+	// KVShared[i] is the part of KV[i] that is groups' shared parts, each
+	// group's once (ring.Inflight's KVSharedCounts): the cluster's view
+	// counts a group's shared part once however many replicas hold the
+	// group on an endpoint ([Remote]). Nil reads as zeros.
+	KVShared []int64
 	// Down[i] reports that this replica's checks see Endpoints[i] down.
 	Down []bool
 	// Listed[i] reports that this replica discovered Endpoints[i]: its vote
@@ -164,11 +169,25 @@ func SameContent(a, b Entry) bool {
 // K, a missing KV reading as zeros.
 func sameKV(a, b Entry) bool {
 	for i := range a.Counts {
-		if a.kv(i) != b.kv(i) {
+		if a.kv(i) != b.kv(i) || a.kvShared(i) != b.kvShared(i) {
 			return false
 		}
 	}
 	return true
+}
+
+// WithKVShared returns e carrying shared, the part of its K per endpoint
+// that is groups' shared parts (see [Entry.KVShared]), clamped to K.
+func (e Entry) WithKVShared(shared map[string]int64) Entry {
+	if len(shared) == 0 {
+		e.KVShared = nil
+		return e
+	}
+	e.KVShared = make([]int64, len(e.Endpoints))
+	for i, id := range e.Endpoints {
+		e.KVShared[i] = min(max(shared[id], 0), e.kv(i))
+	}
+	return e
 }
 
 // listed reports whether the entry's replica discovered Endpoints[i]. An
@@ -188,6 +207,14 @@ func (e Entry) listsAny() bool {
 func (e Entry) kv(i int) int64 {
 	if i < len(e.KV) {
 		return e.KV[i]
+	}
+	return 0
+}
+
+// kvShared is KVShared[i], zero where the entry carries none.
+func (e Entry) kvShared(i int) int64 {
+	if i < len(e.KVShared) {
+		return e.KVShared[i]
 	}
 	return 0
 }

@@ -44,27 +44,65 @@ type Remote struct {
 	byID  map[string]int64
 	total int64
 	peers int // entries summed
-	// kv and kvTotal sum K as byID and total sum the load (P).
-	kv      map[string]int64
-	kvTotal int64
+	// kv and kvTotal sum K as byID and total sum the load (P), less the
+	// groups' shared parts: an engine holds a group's shared part once
+	// however many replicas hold a request of the group there, so those
+	// are not summed. sharedBy[id][node] is an entry's shared part on id,
+	// shared[id] the largest of them (the cluster's estimate of the shared
+	// parts an engine holds: exact when the replicas hold the same groups
+	// there, as key-consistent routing makes them at load, and short of it
+	// by the smaller entries' groups that the largest lacks), and
+	// sharedTotal the sum of shared.
+	kv          map[string]int64
+	kvTotal     int64
+	sharedBy    map[string]map[string]int64
+	shared      map[string]int64
+	sharedTotal int64
 }
 
-// add adds (sign 1) or takes out (sign -1) e's load and K.
+// add adds (sign 1) or takes out (sign -1) e's load and K. The inner
+// sharedBy maps may be another Remote's: add replaces one before it
+// changes it.
 func (r *Remote) add(e Entry, sign int64) {
 	for i, id := range e.Endpoints {
 		if n := e.Counts[i]; n != 0 {
 			r.byID[id] += sign * n
 			r.total += sign * n
 		}
-		if k := e.kv(i); k != 0 {
-			r.kv[id] += sign * k
-			r.kvTotal += sign * k
+		sh := e.kvShared(i)
+		if own := e.kv(i) - sh; own != 0 {
+			r.kv[id] += sign * own
+			r.kvTotal += sign * own
 		}
+		if _, held := r.sharedBy[id][e.Node]; sh == 0 && !held {
+			continue
+		}
+		by := maps.Clone(r.sharedBy[id])
+		if by == nil {
+			by = map[string]int64{}
+		}
+		if sign > 0 {
+			by[e.Node] = sh
+		} else {
+			delete(by, e.Node)
+		}
+		var top int64
+		for _, n := range by {
+			top = max(top, n)
+		}
+		r.sharedTotal += top - r.shared[id]
+		if len(by) == 0 {
+			delete(r.sharedBy, id)
+			delete(r.shared, id)
+			continue
+		}
+		r.sharedBy[id], r.shared[id] = by, top
 	}
 }
 
 func newRemote(n int) *Remote {
-	return &Remote{byID: make(map[string]int64, n), kv: make(map[string]int64, n)}
+	return &Remote{byID: make(map[string]int64, n), kv: make(map[string]int64, n),
+		sharedBy: map[string]map[string]int64{}, shared: map[string]int64{}}
 }
 
 // SumRemote adds up the entries that count under l at now.
@@ -236,19 +274,22 @@ func (c *ClusterLoads) Total() int64 {
 	return own + s.remote.total
 }
 
-// Replace returns r with old's counts taken out and new's added; either may
-// be nil. r is not modified.
+// Replace returns r with old's counts taken out and new's added (in that
+// order: both may be one node's); either may be nil. r is not modified.
 func (r *Remote) Replace(old, new *Entry) *Remote {
 	out := newRemote(len(r.byID))
-	out.total, out.kvTotal, out.peers = r.total, r.kvTotal, r.peers
+	out.total, out.kvTotal, out.peers, out.sharedTotal = r.total, r.kvTotal, r.peers, r.sharedTotal
 	maps.Copy(out.byID, r.byID)
 	maps.Copy(out.kv, r.kv)
-	for sign, e := range map[int64]*Entry{-1: old, 1: new} {
-		if e == nil {
-			continue
-		}
-		out.peers += int(sign)
-		out.add(*e, sign)
+	maps.Copy(out.sharedBy, r.sharedBy) // inner maps are replaced, never changed, by add
+	maps.Copy(out.shared, r.shared)
+	if old != nil {
+		out.peers--
+		out.add(*old, -1)
+	}
+	if new != nil {
+		out.peers++
+		out.add(*new, 1)
 	}
 	return out
 }
@@ -275,26 +316,49 @@ type kvLoads struct {
 	local ring.Loads
 }
 
-func (v kvLoads) Load(id string) int64 {
-	s := v.c.sums.Load()
-	if s.own == nil || s.remote.peers == 0 {
-		return v.local.Load(id) + s.remote.kv[id]
+// localShared is the shared part within the local K on id (0 when the
+// local view does not tell it), at most that K.
+func (v kvLoads) localShared(id string, k int64) int64 {
+	if sl, ok := v.local.(ring.SharedLoads); ok {
+		return min(max(sl.Shared(id), 0), k)
 	}
-	own := s.own.kv[id]
-	if v.c.mode == ViewOverlay {
-		own = max(own, v.local.Load(id))
-	}
-	return own + s.remote.kv[id]
+	return 0
 }
 
+// Load is the own K (its live counters or its last publication, by the
+// mode, as for the load) and the others' K, their shared parts counted
+// once: the own part of each, plus the largest shared part (see [Remote]).
+func (v kvLoads) Load(id string) int64 {
+	s := v.c.sums.Load()
+	live := v.local.Load(id)
+	if s.own == nil || s.remote.peers == 0 {
+		liveShared := v.localShared(id, live)
+		return live + s.remote.kv[id] + max(0, s.remote.shared[id]-liveShared)
+	}
+	own, ownShared := s.own.kv[id]+s.own.shared[id], s.own.shared[id]
+	if v.c.mode == ViewOverlay && live > own {
+		own, ownShared = live, v.localShared(id, live)
+	}
+	return own + s.remote.kv[id] + max(0, s.remote.shared[id]-ownShared)
+}
+
+// Total is the sum of [kvLoads.Load] over the endpoints, except that the
+// shared parts are taken as the larger of the own and the others' totals
+// rather than endpoint by endpoint, which keeps it O(1); only the average
+// bound (ring.Config.KVAverage) reads it.
 func (v kvLoads) Total() int64 {
 	s := v.c.sums.Load()
 	if s.own == nil || s.remote.peers == 0 {
-		return v.local.Total() + s.remote.kvTotal
+		live := v.local.Total()
+		var liveShared int64
+		if sl, ok := v.local.(ring.SharedLoads); ok {
+			liveShared = min(max(sl.SharedTotal(), 0), live)
+		}
+		return live + s.remote.kvTotal + max(0, s.remote.sharedTotal-liveShared)
 	}
-	own := s.own.kvTotal
+	own, ownShared := s.own.kvTotal+s.own.sharedTotal, s.own.sharedTotal
 	if v.c.mode == ViewOverlay {
 		own = max(own, v.local.Total())
 	}
-	return own + s.remote.kvTotal
+	return own + s.remote.kvTotal + max(0, s.remote.sharedTotal-ownShared)
 }

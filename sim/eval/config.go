@@ -85,7 +85,7 @@ type Config struct {
 	KVAverage  bool
 	KVMinBound int64
 	// KVCapacityFactor is serve's --kv-capacity-factor: K's bound on an
-	// engine of known capacity, in capacities (0: the load factor;
+	// engine of known capacity, in capacities (0: the default;
 	// ring.Config.KVCapacityFactor).
 	KVCapacityFactor float64
 	// Workers runs that many simulations at once (0: GOMAXPROCS).
@@ -247,7 +247,7 @@ func (c Config) Validate() error {
 		return errors.New("eval: requests, KV blocks and the KV min bound must be >= 0")
 	}
 	if !(c.KVCapacityFactor >= 0 && c.KVCapacityFactor <= ring.MaxLoadFactor) {
-		return fmt.Errorf("eval: KV capacity factor %v must be 0 (the load factor) or above 0 and at most %v", c.KVCapacityFactor, ring.MaxLoadFactor)
+		return fmt.Errorf("eval: KV capacity factor %v must be 0 (the default) or above 0 and at most %v", c.KVCapacityFactor, ring.MaxLoadFactor)
 	}
 	if c.KVMinBound > 0 && !c.KVAverage {
 		return errors.New("eval: a KV min bound bounds nothing without KVAverage")

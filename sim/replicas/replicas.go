@@ -342,7 +342,8 @@ func (p *Picker) publish(j int) {
 	at := r.next
 	r.next += p.cfg.Interval
 	r.ver++
-	e := core.NewEntryKV(r.name, r.name, 1, r.ver, epoch.Add(at), p.cfg.Endpoints, r.bal.Inflight().Counts(), r.bal.Inflight().KVCounts(), nil)
+	e := core.NewEntryKV(r.name, r.name, 1, r.ver, epoch.Add(at), p.cfg.Endpoints, r.bal.Inflight().Counts(), r.bal.Inflight().KVCounts(), nil).
+		WithKVShared(r.bal.Inflight().KVSharedCounts())
 	r.view.Publish(e)
 	r.view.Refresh(epoch.Add(at), nil)
 	for k := range p.reps {
