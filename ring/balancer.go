@@ -45,6 +45,15 @@ type Config struct {
 	// KVCapacityFactor bounds K on an endpoint of known KV capacity at
 	// that many times the capacity; 0 is [DefaultKVCapacityFactor].
 	KVCapacityFactor float64
+	// KVLoadFactor lets an endpoint of known capacity, when every healthy
+	// endpoint's is known, fill beyond KVCapacityFactor up to that many
+	// times its share of the fleet's K (its capacity over the fleet's):
+	// CHWBL's bound on K, weighted by capacity, of which KVCapacityFactor
+	// is the floor. When the fleet's memory is full everywhere, a spill
+	// finds no engine with room and only recomputes its history, so a
+	// request then stays home unless its home is fuller than the rest.
+	// 0 is [DefaultKVLoadFactor]; else at least 1.
+	KVLoadFactor float64
 	// GroupSpread, when above 0, keeps a shared prefix's requests on as few
 	// endpoints as hold its traffic to 1/GroupSpread of each one's fair
 	// share: a group key with share s of the requests (Request.GroupShare)
@@ -64,6 +73,11 @@ type Config struct {
 // chosen on seeds 1–5 of the demo's shape and the small fleet's grid
 // against 0.8, 0.9, 1.0 and 1.25 (docs/study.md, "K's bound").
 const DefaultKVCapacityFactor = 0.85
+
+// DefaultKVLoadFactor is K's relative bound ([Config.KVLoadFactor]),
+// chosen with DefaultKVCapacityFactor on the same runs against 1.05, 1.15,
+// 1.25 and none (docs/study.md, "K's bound").
+const DefaultKVLoadFactor = 1.1
 
 // DefaultMinRequests is the floor under [SignalRequests]: the sweep behind
 // it is in docs/gossip-measures.md ("The bound's floor").
@@ -96,6 +110,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.KVCapacityFactor >= 0 && c.KVCapacityFactor <= MaxLoadFactor) {
 		return fmt.Errorf("ring: KV capacity factor %v must be 0 (the default, %v) or above 0 and at most %v", c.KVCapacityFactor, DefaultKVCapacityFactor, MaxLoadFactor)
+	}
+	if !(c.KVLoadFactor == 0 || c.KVLoadFactor >= 1 && c.KVLoadFactor <= MaxLoadFactor) {
+		return fmt.Errorf("ring: KV load factor %v must be 0 (the default, %v) or between 1 and %v", c.KVLoadFactor, DefaultKVLoadFactor, MaxLoadFactor)
 	}
 	if !(c.GroupSpread >= 0) || math.IsInf(c.GroupSpread, 0) {
 		return fmt.Errorf("ring: group spread %v must be >= 0", c.GroupSpread)
@@ -251,10 +268,26 @@ func (b *Balancer) swap(s snapshot) {
 // newState is the state of a pick over s reading loads (P) and kv (K).
 func (b *Balancer) newState(s *snapshot, loads, kv Loads) *State {
 	st := NewState(s.ring, s.healthy, loads, b.cfg.bound())
-	st.kv = kvState{loads: kv, cap: s.capacity, groups: b.inflight, average: b.cfg.KVAverage,
+	st.kv = kvState{loads: kv, cap: s.capacity, capTotal: capTotal(s.capacity, s.healthy), groups: b.inflight, average: b.cfg.KVAverage,
 		bound:     Bound{LoadFactor: b.cfg.LoadFactor, Min: b.cfg.KVMinBound, Own: 1},
-		capFactor: cmp.Or(b.cfg.KVCapacityFactor, DefaultKVCapacityFactor)}
+		capFactor: cmp.Or(b.cfg.KVCapacityFactor, DefaultKVCapacityFactor), capLoad: cmp.Or(b.cfg.KVLoadFactor, DefaultKVLoadFactor)}
 	return st
+}
+
+// capTotal is the KV capacity of the healthy endpoints, 0 unless every
+// healthy endpoint's is known.
+func capTotal(capacity []int64, healthy []bool) int64 {
+	var t int64
+	for i, c := range capacity {
+		if healthy != nil && !healthy[i] {
+			continue
+		}
+		if c <= 0 {
+			return 0
+		}
+		t += c
+	}
+	return t
 }
 
 // Acquire picks an endpoint for req and counts the request on it. Release

@@ -48,3 +48,21 @@ func TestKVCapacityFactorRange(t *testing.T) {
 		}
 	}
 }
+
+// KVLoadFactor is 0 (the default) or between 1 and MaxLoadFactor.
+func TestKVLoadFactorRange(t *testing.T) {
+	for _, f := range []float64{-1, 0.5, 0.99, math.NaN(), math.Inf(1), MaxLoadFactor * 1.01} {
+		cfg := DefaultConfig()
+		cfg.KVLoadFactor = f
+		if cfg.Validate() == nil {
+			t.Errorf("KV load factor %v accepted", f)
+		}
+	}
+	for _, f := range []float64{0, 1, 1.1, 2, MaxLoadFactor} {
+		cfg := DefaultConfig()
+		cfg.KVLoadFactor = f
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("KV load factor %v: %v", f, err)
+		}
+	}
+}

@@ -61,8 +61,10 @@
 //
 // K's bound is [Config.KVCapacityFactor] (0.85) times the endpoint's KV
 // capacity in tokens where known ([Endpoint.KVCapacity], from
-// vllm:cache_config_info; [DefaultKVCapacityFactor] says why below 1),
-// else, with
+// vllm:cache_config_info; [DefaultKVCapacityFactor] says why below 1), or,
+// where every healthy endpoint's is known and the fleet is fuller,
+// [Config.KVLoadFactor] (1.1) times the endpoint's capacity share of the
+// fleet's K; else, with
 // [Config.KVAverage] (off by default), max(ceil(c · (K total + w) / n),
 // [Config.KVMinBound], 2w) for a request of K weight w; otherwise K is not
 // bounded there. An endpoint holding nothing takes any prompt.
@@ -75,7 +77,8 @@
 //     the cached tokens Tokens - NewTokens (< Tokens): above c · average
 //     by at most max(Min, (1+Own)·w) + Tokens, one request's prompt twice
 //     over besides the floor;
-//   - K: KVCapacityFactor times its capacity where known; else, with KVAverage,
+//   - K: max(KVCapacityFactor · capacity, ceil(KVLoadFactor · (K total + w)
+//     · capacity / the fleet's capacity)) where known; else, with KVAverage,
 //     max(ceil(c · (K total + w) / n), KVMinBound, 2w), or w on an idle
 //     endpoint: above c · average by at most 2w + KVMinBound.
 //

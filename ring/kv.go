@@ -30,11 +30,19 @@ type kvState struct {
 	// capFactor bounds K on an endpoint of known capacity (see
 	// [KVCapacityBound]).
 	capFactor float64
+	// capTotal is the healthy endpoints' capacity when every one's is
+	// known, else 0; with it an endpoint may also fill to capLoad times
+	// the fleet's share of K that its capacity gives it (see
+	// [Config.KVLoadFactor]).
+	capTotal int64
+	capLoad  float64
 }
 
 // fits reports whether endpoint i may hold a request of K weights pw of
 // group besides what it holds: an idle endpoint always may (the request
-// has to go somewhere); one of known capacity while K stays within it;
+// has to go somewhere); one of known capacity while K stays within
+// KVCapacityFactor times it, or within KVLoadFactor times its share of the
+// fleet's K (capacities known everywhere);
 // others while K stays within max(ceil(c·(total+w)/n), Min, 2w).
 func (k *kvState) fits(r *Ring, i, n int, pw *weights, group uint64) bool {
 	if k.loads == nil || (!k.average && len(k.cap) == 0) {
@@ -51,7 +59,12 @@ func (k *kvState) fits(r *Ring, i, n int, pw *weights, group uint64) bool {
 	}
 	w = max(w, 1)
 	if i < len(k.cap) && k.cap[i] > 0 {
-		return held+w <= KVCapacityBound(k.capFactor, k.cap[i])
+		limit := KVCapacityBound(k.capFactor, k.cap[i])
+		if k.capTotal > 0 && k.capLoad > 0 {
+			share := float64(k.cap[i]) / float64(k.capTotal)
+			limit = max(limit, int64(math.Ceil(k.capLoad*float64(k.loads.Total()+w)*share)))
+		}
+		return held+w <= limit
 	}
 	return !k.average || held+w <= k.bound.Limit(k.loads.Total(), w, n)
 }

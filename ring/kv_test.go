@@ -254,3 +254,54 @@ func TestKVSharedCounts(t *testing.T) {
 		t.Fatalf("after every release: %v %v", f.KVCounts(), f.KVSharedCounts())
 	}
 }
+
+// Where every healthy endpoint's capacity is known, K's bound is also
+// KVLoadFactor times the endpoint's share of the fleet's K: when the
+// fleet's memory is full everywhere, the home keeps a request that would
+// find no room elsewhere either, and at KVLoadFactor 1 (no slack above
+// the share) it does not; one endpoint of unknown capacity turns the
+// relative bound off.
+func TestKVLoadFactorKeepsAFullFleetHome(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		factor   float64
+		caps     []int64
+		wantHome bool
+	}{
+		// Both hold 3400 (0.85·4000); with the request 7400 in all, the
+		// home's share is 3700, and 1.1·3700 = 4070 >= 3400+600.
+		{"default", 0, []int64{4000, 4000}, true},
+		{"factor 1", 1, []int64{4000, 4000}, false},
+		{"the other's capacity unknown", 0, []int64{4000, 0}, false},
+	} {
+		cfg := DefaultConfig()
+		cfg.KVLoadFactor = tc.factor
+		b, err := NewBalancer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.SetEndpoints([]string{"a", "b"}); err != nil {
+			t.Fatal(err)
+		}
+		home, _ := b.Home(9)
+		other := "a"
+		if home == "a" {
+			other = "b"
+		}
+		// caps[0] is the home's, caps[1] the other's.
+		eps := []Endpoint{{ID: home, Healthy: true, KVCapacity: tc.caps[0]}, {ID: other, Healthy: true, KVCapacity: tc.caps[1]}}
+		if err := b.Update(eps); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{home, other} {
+			b.AcquireOn(Request{Key: 1, Keyed: true, Tokens: 3400}, id, DecisionHome).Settle()
+		}
+		l, err := b.Acquire(Request{Key: 9, Keyed: true, Tokens: 600})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (l.Endpoint == home && l.Decision == DecisionHome) != tc.wantHome {
+			t.Errorf("%s: went to %s (%v), want home=%v", tc.name, l.Endpoint, l.Decision, tc.wantHome)
+		}
+	}
+}

@@ -76,6 +76,7 @@ func serveFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "kv-average", EnvVars: env("kv-average"), Usage: "bound K (prompt tokens held in KV) by c times the average on engines whose KV capacity is unknown, as CHWBL bounds load; off: only a known capacity bounds K (docs/study.md, \"K's bound\")"},
 		&cli.Int64Flag{Name: "kv-min-bound", EnvVars: env("kv-min-bound"), Usage: "with --kv-average, every engine may hold this many KV tokens whatever the average (0: the textbook bound)"},
 		&cli.Float64Flag{Name: "kv-capacity-factor", EnvVars: env("kv-capacity-factor"), Value: ring.DefaultKVCapacityFactor, Usage: "bound K (prompt tokens held in KV, a group's shared part once) on an engine of known KV capacity at this many times the capacity: lower, an engine whose requests fill its memory makes fewer wait and spills more (docs/study.md, \"K's bound\")"},
+		&cli.Float64Flag{Name: "kv-load-factor", EnvVars: env("kv-load-factor"), Value: ring.DefaultKVLoadFactor, Usage: "where every engine's KV capacity is known, an engine may also hold this many times its capacity's share of the fleet's K, so that a fleet whose memory is full everywhere keeps requests home (docs/study.md, \"K's bound\")"},
 		&cli.StringSliceFlag{Name: "kv-capacity", EnvVars: env("kv-capacity"), Usage: "engines' KV cache capacity in tokens, which bounds the prompt tokens the ring keeps in flight on each (K); wins over --kv-scrape: TOKENS for every endpoint, or ENDPOINT=TOKENS for one, ENDPOINT its URL or label, comma-separated (http://10.0.0.7:8000=396000,gpu-b=200000)"},
 		&cli.BoolFlag{Name: "kv-scrape", Value: kd.Scrape, EnvVars: env("kv-scrape"), Usage: "learn each engine's KV cache capacity from it: vLLM's vllm:cache_config_info or SGLang's sglang:max_total_num_tokens (--enable-metrics) at --kv-metrics-path, else llama-server's /props (n_ctx × total_slots); read when an endpoint appears and every --kv-scrape-interval, never on a request's path; an endpoint whose capacity stays unknown has no K bound"},
 		&cli.DurationFlag{Name: "kv-scrape-interval", Value: kd.Interval, EnvVars: env("kv-scrape-interval"), Usage: "how often --kv-scrape re-reads each engine's KV capacity (it changes only when an engine restarts with other settings)"},
@@ -120,7 +121,7 @@ func ringConfig(c *cli.Context) (ring.Config, error) {
 	}
 	rc.LoadFactor, rc.GroupSpread = c.Float64("load-factor"), c.Float64("group-spread")
 	rc.KVAverage, rc.KVMinBound = c.Bool("kv-average"), c.Int64("kv-min-bound")
-	rc.KVCapacityFactor = c.Float64("kv-capacity-factor")
+	rc.KVCapacityFactor, rc.KVLoadFactor = c.Float64("kv-capacity-factor"), c.Float64("kv-load-factor")
 	switch {
 	case c.IsSet("min-bound"):
 		rc.MinBound = c.Int64("min-bound")

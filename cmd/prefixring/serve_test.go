@@ -86,4 +86,10 @@ func TestServeFlagsSayWhatCannotAct(t *testing.T) {
 	if _, _, err := runServeFlags(t, "--kv-capacity-factor=-1"); err == nil {
 		t.Error("--kv-capacity-factor -1 accepted")
 	}
+	if cfg, _, err := runServeFlags(t, "--kv-load-factor=1.2"); err != nil || cfg.Ring.KVLoadFactor != 1.2 {
+		t.Errorf("--kv-load-factor 1.2: %v %v", cfg.Ring.KVLoadFactor, err)
+	}
+	if _, _, err := runServeFlags(t, "--kv-load-factor=0.5"); err == nil {
+		t.Error("--kv-load-factor 0.5 accepted")
+	}
 }

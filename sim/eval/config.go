@@ -88,6 +88,9 @@ type Config struct {
 	// engine of known capacity, in capacities (0: the default;
 	// ring.Config.KVCapacityFactor).
 	KVCapacityFactor float64
+	// KVLoadFactor is serve's --kv-load-factor (0: the default;
+	// ring.Config.KVLoadFactor).
+	KVLoadFactor float64
 	// Workers runs that many simulations at once (0: GOMAXPROCS).
 	Workers int
 	// Progress, when set, is called after each run with done and total.
@@ -248,6 +251,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.KVCapacityFactor >= 0 && c.KVCapacityFactor <= ring.MaxLoadFactor) {
 		return fmt.Errorf("eval: KV capacity factor %v must be 0 (the default) or above 0 and at most %v", c.KVCapacityFactor, ring.MaxLoadFactor)
+	}
+	if !(c.KVLoadFactor == 0 || c.KVLoadFactor >= 1 && c.KVLoadFactor <= ring.MaxLoadFactor) {
+		return fmt.Errorf("eval: KV load factor %v must be 0 (the default) or between 1 and %v", c.KVLoadFactor, ring.MaxLoadFactor)
 	}
 	if c.KVMinBound > 0 && !c.KVAverage {
 		return errors.New("eval: a KV min bound bounds nothing without KVAverage")

@@ -53,3 +53,28 @@ func TestKVCapacityFactorReachesTheRouters(t *testing.T) {
 		t.Fatal("a negative KV capacity factor was accepted")
 	}
 }
+
+// KVLoadFactor reaches the routers' balancers: on the demo's small
+// engines, whose memory the conversations fill, a relative bound of 2
+// keeps nearly every turn home where the default 1.1 spills some.
+func TestKVLoadFactorReachesTheRouters(t *testing.T) {
+	spill := func(cfg Config) float64 {
+		t.Helper()
+		cfg.Grids, cfg.Seed, cfg.KVBlocks = []Grid{DemoGrid([]string{"chwbl"})}, 1, DemoKVBlocks
+		res, err := Run(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) != 1 || res[0].Errors != 0 {
+			t.Fatalf("%+v", res)
+		}
+		return res[0].SpillRate
+	}
+	def, loose := spill(Config{}), spill(Config{KVLoadFactor: 2})
+	if !(def > loose+0.05) {
+		t.Fatalf("spill at the default KV load factor %.3f, at 2 %.3f: want the default to spill more", def, loose)
+	}
+	if err := (Config{Grids: []Grid{DemoGrid([]string{"chwbl"})}, KVLoadFactor: 0.5}).Validate(); err == nil {
+		t.Fatal("a KV load factor below 1 was accepted")
+	}
+}
