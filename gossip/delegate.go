@@ -59,7 +59,7 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 }
 
 // NotifyJoin sends the newcomer our full entry, so it can expand our deltas
-// before the next push/pull, and every payload's own part. memberlist holds its node lock here: no calls
+// before the next push/pull, and every payload's state (joinEnvelope). memberlist holds its node lock here: no calls
 // back into it, only non-blocking hand-offs.
 func (d *delegate) NotifyJoin(node *memberlist.Node) {
 	d.n.setMember(node, true)

@@ -22,10 +22,12 @@ type Payload interface {
 	// that carries no payload of that tag skips the section.
 	Tag() byte
 	// Local is this replica's own part: sent to every other live member
-	// when Changed fires, and to each member that joins. nil: nothing.
+	// when Changed fires. It may hand out each change once (a second call
+	// returns only what changed since). nil: nothing.
 	Local() []byte
 	// State is the payload's section of a push/pull exchange (join: the
-	// exchange is a join's). nil: no section.
+	// exchange is a join's, or a member that joined is being sent our
+	// state). nil: no section.
 	State(join bool) []byte
 	// Merge merges a section member from sent. A non-nil reply is sent
 	// back to from, if it is a live member. An error means the section did

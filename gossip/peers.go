@@ -174,8 +174,7 @@ func (n *Node) sendOwed(p *peer) bool {
 	}
 	switch {
 	case join:
-		locals := n.payloadSections(Payload.Local)
-		n.sendReliable(&p.to, encodeEnvelope(n.cfg.NodeName, []core.Entry{*e}, locals...), "full")
+		n.sendReliable(&p.to, n.joinEnvelope(*e), "full")
 	case e != nil && full:
 		n.sendReliable(&p.to, encodeFull(*e), "full")
 	case e != nil:
@@ -185,6 +184,15 @@ func (n *Node) sendOwed(p *peer) bool {
 		n.sendReliable(&p.to, m.msg, m.kind)
 	}
 	return e != nil || join || len(msgs) > 0
+}
+
+// joinEnvelope is what a member that joined is sent: our entry e and
+// every payload's state as a join's push/pull carries it. Not Local: a
+// payload's Local may hand out each change once (the worker set's does),
+// and it owes those to every member, which carry sends them to.
+func (n *Node) joinEnvelope(e core.Entry) []byte {
+	states := n.payloadSections(func(p Payload) []byte { return p.State(true) })
+	return encodeEnvelope(n.cfg.NodeName, []core.Entry{e}, states...)
 }
 
 // sendReliable sends msg over TCP, counting it as kind.

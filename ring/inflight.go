@@ -57,9 +57,14 @@ func (f *Inflight) Total() int64 { return f.total.Load() }
 
 // Counts returns a copy of the non-zero loads, for gossip and debugging.
 func (f *Inflight) Counts() map[string]int64 {
+	return f.nonZero(func(c *counter) int64 { return c.n.Load() })
+}
+
+// nonZero returns each endpoint's value of count where it is not zero.
+func (f *Inflight) nonZero(count func(*counter) int64) map[string]int64 {
 	out := map[string]int64{}
 	for id, c := range *f.counters.Load() {
-		if n := c.n.Load(); n != 0 {
+		if n := count(c); n != 0 {
 			out[id] = n
 		}
 	}

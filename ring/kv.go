@@ -114,13 +114,7 @@ func (v kvView) Total() int64 { return v.f.kvTotal.Load() }
 // KVCounts returns a copy of the non-zero K counts, for gossip and
 // debugging.
 func (f *Inflight) KVCounts() map[string]int64 {
-	out := map[string]int64{}
-	for id, c := range *f.counters.Load() {
-		if n := c.kv.Load(); n != 0 {
-			out[id] = n
-		}
-	}
-	return out
+	return f.nonZero(func(c *counter) int64 { return c.kv.Load() })
 }
 
 // KVSharedCounts returns a copy of the non-zero shared parts within the K
@@ -128,13 +122,7 @@ func (f *Inflight) KVCounts() map[string]int64 {
 // group this replica holds a request of there, once. Gossip publishes it
 // beside K so that the cluster counts a group's shared part once.
 func (f *Inflight) KVSharedCounts() map[string]int64 {
-	out := map[string]int64{}
-	for id, c := range *f.counters.Load() {
-		if n := c.shared.Load(); n != 0 {
-			out[id] = n
-		}
-	}
-	return out
+	return f.nonZero(func(c *counter) int64 { return c.shared.Load() })
 }
 
 // HoldsGroup reports whether a request of group is in flight on id.

@@ -2,24 +2,27 @@ package eval
 
 import "testing"
 
+// demoSpill runs the demo's shape on its 1000-block engines, seed 1,
+// with cfg's KV settings, and returns chwbl's spill rate.
+func demoSpill(t *testing.T, cfg Config) float64 {
+	t.Helper()
+	cfg.Grids, cfg.Seed, cfg.KVBlocks = []Grid{DemoGrid([]string{"chwbl"})}, 1, DemoKVBlocks
+	res, err := Run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].Errors != 0 {
+		t.Fatalf("%+v", res)
+	}
+	return res[0].SpillRate
+}
+
 // With the engines' KV capacity hidden, K bounds nothing unless KVAverage
 // bounds it by c·average: on the demo's small engines, where K decides,
 // the routers then spill again, and a KV min bound without KVAverage is
 // refused.
 func TestKVAverageBoundsHiddenCapacity(t *testing.T) {
-	spill := func(cfg Config) float64 {
-		t.Helper()
-		cfg.Grids, cfg.Seed, cfg.KVBlocks, cfg.KVCapacityUnknown = []Grid{DemoGrid([]string{"chwbl"})}, 1, DemoKVBlocks, true
-		res, err := Run(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res) != 1 || res[0].Errors != 0 {
-			t.Fatalf("%+v", res)
-		}
-		return res[0].SpillRate
-	}
-	hidden, average := spill(Config{}), spill(Config{KVAverage: true})
+	hidden, average := demoSpill(t, Config{KVCapacityUnknown: true}), demoSpill(t, Config{KVCapacityUnknown: true, KVAverage: true})
 	if !(average > hidden+0.05) {
 		t.Fatalf("spill with the capacity hidden %.3f, with K bounded by c·average %.3f: want the average bound to spill more", hidden, average)
 	}
@@ -33,19 +36,7 @@ func TestKVAverageBoundsHiddenCapacity(t *testing.T) {
 // of the capacity spills more than one at 1.25; a negative factor is
 // refused.
 func TestKVCapacityFactorReachesTheRouters(t *testing.T) {
-	spill := func(cfg Config) float64 {
-		t.Helper()
-		cfg.Grids, cfg.Seed, cfg.KVBlocks = []Grid{DemoGrid([]string{"chwbl"})}, 1, DemoKVBlocks
-		res, err := Run(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res) != 1 || res[0].Errors != 0 {
-			t.Fatalf("%+v", res)
-		}
-		return res[0].SpillRate
-	}
-	def, loose := spill(Config{}), spill(Config{KVCapacityFactor: 1.25})
+	def, loose := demoSpill(t, Config{}), demoSpill(t, Config{KVCapacityFactor: 1.25})
 	if !(def > loose+0.03) {
 		t.Fatalf("spill at the default 0.85·capacity %.3f, at 1.25·capacity %.3f: want the default to spill more", def, loose)
 	}
@@ -58,19 +49,7 @@ func TestKVCapacityFactorReachesTheRouters(t *testing.T) {
 // engines, whose memory the conversations fill, a relative bound of 2
 // keeps nearly every turn home where the default 1.1 spills some.
 func TestKVLoadFactorReachesTheRouters(t *testing.T) {
-	spill := func(cfg Config) float64 {
-		t.Helper()
-		cfg.Grids, cfg.Seed, cfg.KVBlocks = []Grid{DemoGrid([]string{"chwbl"})}, 1, DemoKVBlocks
-		res, err := Run(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res) != 1 || res[0].Errors != 0 {
-			t.Fatalf("%+v", res)
-		}
-		return res[0].SpillRate
-	}
-	def, loose := spill(Config{}), spill(Config{KVLoadFactor: 2})
+	def, loose := demoSpill(t, Config{}), demoSpill(t, Config{KVLoadFactor: 2})
 	if !(def > loose+0.05) {
 		t.Fatalf("spill at the default KV load factor %.3f, at 2 %.3f: want the default to spill more", def, loose)
 	}
