@@ -448,6 +448,11 @@ func (c *Cluster) keyingOf(i int, b []byte) (keying, error) {
 	if r == nil {
 		return keying{}, fmt.Errorf("replica %d is not running", i)
 	}
+	return r.keying(b)
+}
+
+// keying returns how r keys chat body b with its current table.
+func (r *Replica) keying(b []byte) (keying, error) {
 	k, err := r.Router.Keys().Request(prefix.RouteChat, b, nil)
 	return keying{k.Hash, k.Group, k.SharedChars}, err
 }
@@ -461,11 +466,11 @@ func (c *Cluster) KeyAgreement(bodies [][]byte) float64 {
 	for _, b := range bodies {
 		keys := map[keying]bool{}
 		for _, r := range live {
-			k, err := r.Router.Keys().Request(prefix.RouteChat, b, nil)
+			k, err := r.keying(b)
 			if err != nil {
 				return 0
 			}
-			keys[keying{k.Hash, k.Group, k.SharedChars}] = true
+			keys[k] = true
 		}
 		if len(keys) <= 1 {
 			agreed++

@@ -203,6 +203,9 @@ func (n *Node) loop() {
 		case <-due.C:
 			n.promote(n.cfg.Clock())
 		}
+		if n.cfg.View != core.ViewAligned {
+			continue // nothing is ever due
+		}
 		n.mu.Lock()
 		next, ok := n.view.NextDue()
 		n.mu.Unlock()

@@ -18,11 +18,7 @@ type view struct {
 }
 
 func newView(cfg Config, loads *core.ClusterLoads) view {
-	v := core.NewView(cfg.NodeName, cfg.StaleAfter, loads)
-	if cfg.View == core.ViewAligned {
-		v = core.NewAlignedView(cfg.NodeName, cfg.StaleAfter, cfg.ApplyLag, loads)
-	}
-	return view{View: v, alive: map[string]string{}}
+	return view{View: core.NewModeView(cfg.NodeName, cfg.StaleAfter, cfg.ApplyLag, loads), alive: map[string]string{}}
 }
 
 // ownEntry builds this replica's entry from its observations, unversioned.

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 )
 
@@ -95,24 +96,7 @@ func scrapeOne(ctx context.Context, u string) (scrape, error) {
 	if err != nil {
 		return scrape{}, fmt.Errorf("loadgen: engine metrics: %s: %w", u, err)
 	}
-	sum := func(name string) (float64, bool) {
-		f, ok := fams[name]
-		if !ok {
-			return 0, false
-		}
-		var v float64
-		for _, m := range f.GetMetric() {
-			switch {
-			case m.GetCounter() != nil:
-				v += m.GetCounter().GetValue()
-			case m.GetUntyped() != nil:
-				v += m.GetUntyped().GetValue()
-			case m.GetGauge() != nil:
-				v += m.GetGauge().GetValue()
-			}
-		}
-		return v, true
-	}
+	sum := func(name string) (float64, bool) { return SumMetric(fams, name) }
 	for i := range vllmQueries {
 		q, okq := sum(vllmQueries[i])
 		h, okh := sum(vllmHits[i])
@@ -127,4 +111,26 @@ func scrapeOne(ctx context.Context, u string) (scrape, error) {
 	}
 	return scrape{}, fmt.Errorf("loadgen: engine metrics: %s has neither vLLM's prefix-cache counters (%s) nor llama.cpp's (%s, %s)",
 		u, vllmHits[0], llamaComputed, llamaCached)
+}
+
+// SumMetric adds the values of every sample of the counter, gauge or
+// untyped metric name in a parsed Prometheus exposition, whatever their
+// labels; false when the exposition has no such metric.
+func SumMetric(fams map[string]*dto.MetricFamily, name string) (float64, bool) {
+	f, ok := fams[name]
+	if !ok {
+		return 0, false
+	}
+	var v float64
+	for _, m := range f.GetMetric() {
+		switch {
+		case m.GetCounter() != nil:
+			v += m.GetCounter().GetValue()
+		case m.GetUntyped() != nil:
+			v += m.GetUntyped().GetValue()
+		case m.GetGauge() != nil:
+			v += m.GetGauge().GetValue()
+		}
+	}
+	return v, true
 }

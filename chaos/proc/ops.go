@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/prefixring/prefixring/internal/e2eproc"
+	"github.com/prefixring/prefixring/loadgen"
 )
 
 // AddEngine starts one more engine, which no replica routes yet, and
@@ -217,17 +218,7 @@ func metricSum(text []byte, name string) float64 {
 	if err != nil {
 		return 0
 	}
-	sum := 0.0
-	for _, m := range fams[name].GetMetric() {
-		switch {
-		case m.GetCounter() != nil:
-			sum += m.GetCounter().GetValue()
-		case m.GetGauge() != nil:
-			sum += m.GetGauge().GetValue()
-		case m.GetUntyped() != nil:
-			sum += m.GetUntyped().GetValue()
-		}
-	}
+	sum, _ := loadgen.SumMetric(fams, name)
 	return sum
 }
 

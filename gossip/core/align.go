@@ -44,6 +44,15 @@ func NewAlignedView(self string, staleAfter, lag time.Duration, loads *ClusterLo
 	return v
 }
 
+// NewModeView returns the view loads' mode reads: [NewAlignedView] with
+// the apply lag in [ViewAligned], else [NewView] (which ignores lag).
+func NewModeView(self string, staleAfter, lag time.Duration, loads *ClusterLoads) *View {
+	if loads.Mode() == ViewAligned {
+		return NewAlignedView(self, staleAfter, lag, loads)
+	}
+	return NewView(self, staleAfter, loads)
+}
+
 // hold queues e, heard at heard (unix ms, this replica's clock), until
 // min(stamp, heard) + lag, and no earlier than heard, unless it is no
 // newer than the entry applied or one already pending (a second copy).

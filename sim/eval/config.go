@@ -246,19 +246,24 @@ func (c Config) Validate() error {
 	if c.KVBlocks > 0 && c.KVBlocks < 64 {
 		return errors.New("eval: KV blocks must be 0 (the profile's) or at least 64")
 	}
-	if c.Requests < 0 || c.KVBlocks < 0 || c.KVMinBound < 0 {
-		return errors.New("eval: requests, KV blocks and the KV min bound must be >= 0")
+	if c.Requests < 0 || c.KVBlocks < 0 {
+		return errors.New("eval: requests and KV blocks must be >= 0")
 	}
-	if !(c.KVCapacityFactor >= 0 && c.KVCapacityFactor <= ring.MaxLoadFactor) {
-		return fmt.Errorf("eval: KV capacity factor %v must be 0 (the default) or above 0 and at most %v", c.KVCapacityFactor, ring.MaxLoadFactor)
-	}
-	if !(c.KVLoadFactor == 0 || c.KVLoadFactor >= 1 && c.KVLoadFactor <= ring.MaxLoadFactor) {
-		return fmt.Errorf("eval: KV load factor %v must be 0 (the default) or between 1 and %v", c.KVLoadFactor, ring.MaxLoadFactor)
+	if err := c.ring().Validate(); err != nil {
+		return fmt.Errorf("eval: %w", err)
 	}
 	if c.KVMinBound > 0 && !c.KVAverage {
 		return errors.New("eval: a KV min bound bounds nothing without KVAverage")
 	}
 	return nil
+}
+
+// ring is prefixring's ring configuration with the study's KV settings;
+// each point sets its own bound.
+func (c Config) ring() ring.Config {
+	rc := ring.DefaultConfig()
+	rc.KVAverage, rc.KVMinBound, rc.KVCapacityFactor, rc.KVLoadFactor = c.KVAverage, c.KVMinBound, c.KVCapacityFactor, c.KVLoadFactor
+	return rc
 }
 
 // Validate reports a grid that cannot run.

@@ -265,8 +265,7 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 		return Result{}, err
 	}
 	ids := fleet.EndpointIDs(pt.endpoints)
-	rc := ring.DefaultConfig()
-	rc.KVAverage, rc.KVMinBound, rc.KVCapacityFactor, rc.KVLoadFactor = cfg.KVAverage, cfg.KVMinBound, cfg.KVCapacityFactor, cfg.KVLoadFactor
+	rc := cfg.ring()
 	rc.LoadFactor, rc.MinBound, rc.Signal = pt.loadFactor, pt.minBound, pt.signal
 	name := pt.policy
 	if !readsOf(pt.policy).bound {

@@ -161,10 +161,7 @@ func New(cfg Config) (*Picker, error) {
 		}
 		if cfg.Gossip {
 			r.loads = core.NewClusterLoads(b.Inflight(), cfg.View)
-			r.view = core.NewView(name, cfg.StaleAfter, r.loads)
-			if cfg.View == core.ViewAligned {
-				r.view = core.NewAlignedView(name, cfg.StaleAfter, cfg.ApplyLag, r.loads)
-			}
+			r.view = core.NewModeView(name, cfg.StaleAfter, cfg.ApplyLag, r.loads)
 			b.SetLoads(r.loads)
 			b.SetKVLoads(r.loads.KV(b.Inflight().KV()))
 		}
