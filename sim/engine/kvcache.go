@@ -110,8 +110,9 @@ func (c *kvCache) take() int32 {
 }
 
 // commit records that block id now holds the full block with hash h. If
-// another block already holds h (two requests computed the same block at
-// once) the first one stays the cached copy, as in vLLM.
+// another block already holds h (two requests filled the same block, as
+// when one admitted during the other's chunked prefill overtakes it) the
+// first one stays the cached copy, as in vLLM.
 func (c *kvCache) commit(id int32, h BlockHash) {
 	if _, dup := c.cached[h]; dup {
 		return

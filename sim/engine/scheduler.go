@@ -111,10 +111,19 @@ func (e *Engine) admit(budget int, now time.Duration) int {
 	return budget
 }
 
-// schedule adds n tokens of r to the step and prices them.
+// schedule adds n tokens of r to the step and prices them. The prompt
+// blocks those tokens fill become findable in the prefix cache at once, as
+// vLLM v1's allocate_slots caches a block as soon as it is allocated full:
+// a request admitted later in the same step, or while r's prefill is still
+// running, starts after them instead of computing them again. (Each layer
+// writes the batch's new KV before it attends, so the later request reads
+// what r writes in the same forward pass.)
 func (e *Engine) schedule(r *Request, n int, now time.Duration) {
 	r.scheduled = n
 	e.batch = append(e.batch, r)
+	for full := min((r.computed+n)/e.cfg.BlockSize, len(r.Prompt.Blocks)); r.committed < full; r.committed++ {
+		e.kv.commit(r.blocks[r.committed], r.Prompt.Blocks[r.committed])
+	}
 	b := &e.res.Batch
 	r.prefill = !(n == 1 && r.Output > 0 && r.computed == r.numTokens()-1)
 	if !r.prefill {

@@ -153,3 +153,45 @@ func TestAbortReleasesBlocks(t *testing.T) {
 		t.Fatalf("aborted request still scheduled or holding blocks (usage %v)", e.KVUsage())
 	}
 }
+
+func TestSameStepRequestsSharePrefix(t *testing.T) {
+	// A and B share 8 of their 12 prompt tokens and arrive together. vLLM v1
+	// caches a block when it is allocated full, so B, admitted after A in
+	// the same step, starts after A's 2 shared blocks: the step computes
+	// 12 + 4 tokens, not 24.
+	e := newEngine(t, smallConfig(64))
+	a := req(1, 4, append(seq(0, 8), seq(100, 4)...), 2)
+	b := req(2, 4, append(seq(0, 8), seq(200, 4)...), 2)
+	add(t, e, a, 0)
+	add(t, e, b, 0)
+	r := step(t, e, 0)
+	if a.CachedTokens != 0 || b.CachedTokens != 8 || r.Batch.PrefillTokens != 16 || r.CacheHits != 8 {
+		t.Fatalf("A cached %d, B cached %d, step prefilled %d with %d hits; want 0, 8, 16, 8",
+			a.CachedTokens, b.CachedTokens, r.Batch.PrefillTokens, r.CacheHits)
+	}
+	if len(r.Tokens) != 2 {
+		t.Fatalf("%d first tokens after one step, want both", len(r.Tokens))
+	}
+}
+
+func TestArrivalDuringChunkedPrefillSharesScheduledBlocks(t *testing.T) {
+	// A's 20-token prompt takes two chunks of a 12-token budget. B, with A's
+	// first 16 tokens and 4 of its own, arrives after the first. In the
+	// second step A's chunk 12..20 is scheduled first, so B finds 16 shared
+	// tokens, block 3 among them though A computes it in that very step
+	// (committing at the step's end found 12), and its own 4 fit the
+	// budget A left: both answer after two steps.
+	cfg := smallConfig(64)
+	cfg.MaxNumBatchedTokens = 12
+	e := newEngine(t, cfg)
+	a := req(1, 4, seq(0, 20), 2)
+	add(t, e, a, 0)
+	r := step(t, e, 0)
+	b := req(2, 4, append(seq(0, 16), seq(500, 4)...), 2)
+	add(t, e, b, r.End)
+	r = step(t, e, r.End)
+	if b.CachedTokens != 16 || r.Batch.PrefillTokens != 12 || a.Output != 1 || b.Output != 1 {
+		t.Fatalf("B cached %d, step 2 prefilled %d, outputs A %d B %d; want 16, 12, 1, 1",
+			b.CachedTokens, r.Batch.PrefillTokens, a.Output, b.Output)
+	}
+}

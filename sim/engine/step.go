@@ -4,8 +4,8 @@ import "time"
 
 // End applies the step begun by Begin; now is its end on the caller's clock
 // (the time Begin returned, or later if the driver fell behind). Every
-// request whose KV caught up with its tokens samples one new token; full
-// prompt blocks become findable in the prefix cache; requests that reached
+// request whose KV caught up with its tokens samples one new token (its full
+// prompt blocks became findable when they were scheduled); requests that reached
 // MaxTokens finish and release their blocks.
 func (e *Engine) End(now time.Duration) *StepResult {
 	if !e.inStep {
@@ -14,7 +14,6 @@ func (e *Engine) End(now time.Duration) *StepResult {
 	}
 	e.inStep = false
 	e.res.End = now
-	bs := e.cfg.BlockSize
 	finished := false
 	for _, r := range e.batch {
 		if r.aborted || !r.running {
@@ -25,9 +24,6 @@ func (e *Engine) End(now time.Duration) *StepResult {
 		}
 		r.computed += r.scheduled
 		r.scheduled = 0
-		for full := min(r.computed/bs, len(r.Prompt.Blocks)); r.committed < full; r.committed++ {
-			e.kv.commit(r.blocks[r.committed], r.Prompt.Blocks[r.committed])
-		}
 		if r.computed < r.numTokens() {
 			continue // a prefill chunk that does not end the prompt
 		}
