@@ -97,6 +97,9 @@
 // one), its own key choosing among them by rendezvous, and spills on along
 // the group's order: a rare system prompt is computed on one engine instead
 // of on every engine its requests reach, and a common one still spreads
-// over all. A 9th endpoint moves about 1/9 of grouped picks at every share,
-// as it moves 1/9 of homes (ring/spread.go).
+// over all. A group whose share is not known (none heard yet, as in a cold
+// start's first requests, or one rarer than every group the table lists)
+// is rare: its set is its one endpoint of least u. A 9th endpoint moves
+// about 1/9 of grouped picks at every share, as it moves 1/9 of homes
+// (ring/spread.go).
 package ring

@@ -1,6 +1,9 @@
 package ring
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Signal is the unit of load: what one in-flight request adds to its
 // endpoint's load, which the bound reads and gossip shares.
@@ -87,9 +90,30 @@ func (c Config) bound() Bound {
 // alone places it): see Config.GroupSpread. Not rounded: a fractional
 // spread grows a group's set by degrees, so a ninth endpoint or a
 // drifting share moves few keys (ring/spread.go).
+//
+// A group whose share is unknown is rare: the shares come from a table
+// of the commonest groups, so one it does not list is rarer than those
+// it does, or no table has been heard yet, as in a cold start's first
+// burst. Its set is then its one endpoint of least u, where a known rare
+// group's is too, and that engine computes its shared part once, for
+// every request that the bound lets stay. A group that covers none of
+// the request's text (a chat with neither system prompt nor tools, a
+// completion whose shared prefix is not known) has nothing to keep
+// together: its key alone places it.
 func (c Config) spread(req Request, n int) float64 {
-	if c.GroupSpread <= 0 || req.Group == 0 || !(req.GroupShare > 0) || n <= 1 {
+	if c.GroupSpread <= 0 || req.Group == 0 || n <= 1 {
 		return 0
+	}
+	if !(req.GroupShare > 0) {
+		if req.SharedTokens <= 0 {
+			return 0
+		}
+		return rareSpread
 	}
 	return min(c.GroupSpread*float64(n)*req.GroupShare, float64(n))
 }
+
+// rareSpread is the spread of a group of unknown share: above 0, so the
+// group's own order places it, and below any endpoint's u, so its set is
+// the endpoint of least u alone.
+const rareSpread = math.SmallestNonzeroFloat64

@@ -3,6 +3,7 @@ package ring
 import (
 	"fmt"
 	"github.com/cespare/xxhash/v2"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -236,5 +237,45 @@ func TestGoldenGroupedPlacement(t *testing.T) {
 	}
 	if !slices.Equal(got, golden) {
 		t.Errorf("grouped orders %q, golden %q", got, golden)
+	}
+}
+
+// TestUnknownShareIsRare: a group whose share no table has given yet (a
+// cold start) keeps its requests on one endpoint, the one a group known to
+// be rare goes to, so nothing moves when its small share arrives; a group
+// that covers none of the request's text is placed by the key alone.
+func TestUnknownShareIsRare(t *testing.T) {
+	b := tokensBalancer(t, DefaultConfig(), fleet(8, 0)...)
+	where := func(group uint64, share float64, shared int64) map[string]int {
+		seen := map[string]int{}
+		for k := range uint64(200) {
+			l, err := b.Acquire(Request{Key: k*0x9e3779b97f4a7c15 + 1, Keyed: true, Group: group, GroupShare: share,
+				SharedTokens: shared, Tokens: 100 + shared})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Release()
+			seen[l.Endpoint]++
+		}
+		return seen
+	}
+	homes := map[string]bool{}
+	for g := uint64(1); g <= 40; g++ {
+		unknown := where(g, 0, 256)
+		if len(unknown) != 1 {
+			t.Fatalf("group %d of unknown share went to %v, want one endpoint", g, unknown)
+		}
+		if rare := where(g, 1e-9, 256); !maps.Equal(rare, unknown) {
+			t.Fatalf("group %d: unknown share went to %v, a known rare share to %v", g, unknown, rare)
+		}
+		for ep := range unknown {
+			homes[ep] = true
+		}
+		if bare := where(g, 0, 0); len(bare) != 8 {
+			t.Fatalf("group %d with no shared text went to %d endpoints, want all 8 by the key", g, len(bare))
+		}
+	}
+	if len(homes) < 6 {
+		t.Errorf("40 groups of unknown share used %d of 8 endpoints", len(homes))
 	}
 }

@@ -96,7 +96,14 @@ func New(cfg Config, opts Options) (*Replica, error) {
 		r.transport = proxy.NewTransport(cfg.Proxy)
 	}
 	var err error
-	if r.balancer, err = ring.NewBalancer(cfg.Ring); err != nil {
+	rc := cfg.Ring
+	if !cfg.Sketch.Enabled {
+		// Groups' shares come from the sketch. Without it every share is
+		// unknown, and an unknown share is a rare group's: each system
+		// prompt would stay on one engine for good.
+		rc.GroupSpread = 0
+	}
+	if r.balancer, err = ring.NewBalancer(rc); err != nil {
 		return nil, err
 	}
 	if r.keying, err = newKeying(cfg); err != nil {
