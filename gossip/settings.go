@@ -71,6 +71,19 @@ func (n *Node) differs(m *memberlist.Node) (peerSettings, bool) {
 	return ps, ps.known && ps.digest != n.settingsDigest
 }
 
+// mirrors counts the live members other than this one whose settings
+// match: the replicas whose placements the overlay view presumes are
+// like its own until they publish (core.ClusterLoads.SetMirrors).
+func (n *Node) mirrors(members []memberlist.Node) int {
+	k := 0
+	for i := range members {
+		if _, bad := n.differs(&members[i]); !bad && members[i].Name != n.cfg.NodeName {
+			k++
+		}
+	}
+	return k
+}
+
 // SettingsMismatch returns the live members whose settings differ from
 // this replica's, sorted by name.
 func (n *Node) SettingsMismatch() []SettingsMismatch {

@@ -45,6 +45,7 @@ func (n *Node) publish(now time.Time, force bool) {
 	}
 	n.view.alive = alive
 	n.warnMismatches(members)
+	n.loads.SetMirrors(n.mirrors(members))
 	e := n.ownEntry(now)
 	send := force || !core.SameContent(e, n.last) || now.Sub(n.lastT) >= n.cfg.Heartbeat
 	listChanged := !slices.Equal(e.Endpoints, n.last.Endpoints)

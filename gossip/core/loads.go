@@ -145,7 +145,9 @@ const (
 	// placement counts at once (a burst shorter than the interval no longer
 	// lands all at home), while a finished request keeps counting until it
 	// is published, so two replicas' views differ only by each one's own
-	// unpublished new placements, never by its releases.
+	// unpublished new placements, never by its releases. Those new
+	// placements count once more for each other member
+	// ([ClusterLoads.SetMirrors]): the others presumably made as many.
 	ViewOverlay ViewMode = "overlay"
 	// ViewAligned: the shared view, with every publication (this
 	// replica's own included) applied at its stamp plus an apply lag
@@ -185,7 +187,23 @@ type ClusterLoads struct {
 	local  ring.Loads
 	mu     sync.Mutex // serializes writers
 	sums   atomic.Pointer[loadSums]
+	// mirrors is how many other replicas [ViewOverlay] presumes placed as
+	// this one did since its last publication ([ClusterLoads.SetMirrors]).
+	mirrors atomic.Int64
 }
+
+// SetMirrors tells a [ViewOverlay] view how many other replicas take a
+// share of the traffic like this one's: the live members less itself.
+// Behind DNS round-robin or a Service each replica receives about the
+// same requests and, hashing alike, places them alike, so while their
+// publications since this replica's last one are still on their way,
+// their placements are presumed to equal its own: its unpublished new
+// load counts 1 + n times on each endpoint, not once. Without this a
+// burst shorter than the interval (a cold start's first requests, every
+// replica at once) lands R times what each replica's bound allows on a
+// home. A release is not presumed: the others' counts fall only when
+// they publish. Other views ignore it.
+func (c *ClusterLoads) SetMirrors(n int) { c.mirrors.Store(int64(max(n, 0))) }
 
 // loadSums is one immutable pair of sums; own is nil in ViewExact.
 type loadSums struct {
@@ -245,14 +263,29 @@ func (c *ClusterLoads) Remote() *Remote { return c.sums.Load().remote }
 // Load implements [ring.Loads].
 func (c *ClusterLoads) Load(id string) int64 {
 	s := c.sums.Load()
+	if c.mode == ViewOverlay {
+		var pub int64
+		if s.own != nil {
+			pub = s.own.byID[id]
+		}
+		return c.overlay(c.local.Load(id), pub, s.remote.peers) + s.remote.byID[id]
+	}
 	if s.own == nil || s.remote.peers == 0 {
 		return c.local.Load(id) + s.remote.byID[id]
 	}
-	own := s.own.byID[id]
-	if c.mode == ViewOverlay {
-		own = max(own, c.local.Load(id))
+	return s.own.byID[id] + s.remote.byID[id]
+}
+
+// overlay is [ViewOverlay]'s own part, from this replica's live and last
+// published counts: the larger of the two (the live count alone while no
+// other replica's entry counts), plus the unpublished growth once for
+// each mirror.
+func (c *ClusterLoads) overlay(live, pub int64, peers int) int64 {
+	own := live
+	if peers > 0 {
+		own = max(pub, live)
 	}
-	return own + s.remote.byID[id]
+	return own + c.mirrors.Load()*max(0, live-pub)
 }
 
 // Total implements [ring.Loads]. In [ViewOverlay] the own part is
@@ -264,14 +297,17 @@ func (c *ClusterLoads) Load(id string) int64 {
 // until the next publication.
 func (c *ClusterLoads) Total() int64 {
 	s := c.sums.Load()
+	if c.mode == ViewOverlay {
+		var pub int64
+		if s.own != nil {
+			pub = s.own.total
+		}
+		return c.overlay(c.local.Total(), pub, s.remote.peers) + s.remote.total
+	}
 	if s.own == nil || s.remote.peers == 0 {
 		return c.local.Total() + s.remote.total
 	}
-	own := s.own.total
-	if c.mode == ViewOverlay {
-		own = max(own, c.local.Total())
-	}
-	return own + s.remote.total
+	return s.own.total + s.remote.total
 }
 
 // Replace returns r with old's counts taken out and new's added (in that

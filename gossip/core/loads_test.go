@@ -109,3 +109,39 @@ func TestTallyEndpointSetByMajority(t *testing.T) {
 		t.Errorf("order changes the verdict: %v vs %v", x, y)
 	}
 }
+
+// TestOverlayMirrorsUnpublishedGrowth: with two mirrors, an overlay view
+// counts this replica's load added since its last publication three
+// times (the other two replicas, hashing alike, presumably added as much
+// and have not published it yet), its releases once, and the others'
+// publications as they are. No mirror is the overlay as before.
+func TestOverlayMirrorsUnpublishedGrowth(t *testing.T) {
+	local := fixedLoads{"x": 1000}
+	cl := NewClusterLoads(local, ViewOverlay)
+	check := func(step string, x, total int64) {
+		t.Helper()
+		if got, gotT := cl.Load("x"), cl.Total(); got != x || gotT != total {
+			t.Errorf("%s: load %d total %d, want %d and %d", step, got, gotT, x, total)
+		}
+	}
+	check("no mirrors, nothing heard", 1000, 1000)
+	cl.SetMirrors(2)
+	check("cold start: nothing published yet", 3000, 3000)
+	cl.SetOwn(NewEntry("me", "", 1, 1, t0, []string{"x", "y"}, map[string]int64{"x": 600}, nil))
+	check("400 added since the publication", 1000+2*400, 1000+2*400)
+	peer := NewEntry("p", "", 1, 1, t0, []string{"x", "y"}, map[string]int64{"x": 500, "y": 200}, nil)
+	cl.SetRemote(SumRemote([]Entry{peer}, Liveness{Self: "me", StaleAfter: time.Second}, t0))
+	check("and a peer's publication", 1000+800+500, 1000+800+700)
+	local["x"] = 300
+	check("released below the publication: the publication counts, once", 600+500, 600+700)
+	cl.SetMirrors(0)
+	local["x"] = 1000
+	check("mirrors off", 1000+500, 1000+700)
+	for _, mode := range []ViewMode{ViewShared, ViewExact, ViewAligned} {
+		other := NewClusterLoads(fixedLoads{"x": 1000}, mode)
+		other.SetMirrors(2)
+		if got := other.Load("x"); got != 1000 {
+			t.Errorf("%s view with mirrors: load %d, want 1000 (mirrors are the overlay's)", mode, got)
+		}
+	}
+}

@@ -161,6 +161,7 @@ func New(cfg Config) (*Picker, error) {
 		}
 		if cfg.Gossip {
 			r.loads = core.NewClusterLoads(b.Inflight(), cfg.View)
+			r.loads.SetMirrors(cfg.Replicas - 1) // every replica is a member from the start
 			r.view = core.NewModeView(name, cfg.StaleAfter, cfg.ApplyLag, r.loads)
 			b.SetLoads(r.loads)
 			b.SetKVLoads(r.loads.KV(b.Inflight().KV()))
