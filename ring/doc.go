@@ -86,7 +86,9 @@
 // endpoint and is bounded by neither (TestHomeSlackIsBounded checks the
 // rest and counts fallbacks). Gossip staleness adds to each the load the
 // other replicas placed since their last publication that reached this
-// one (gossip/DESIGN.md).
+// one, less what the overlay view presumes they placed (as much as this
+// replica did since its own last publication: gossip/DESIGN.md,
+// "Mirrors").
 //
 // # Groups
 //
@@ -99,7 +101,8 @@
 // of on every engine its requests reach, and a common one still spreads
 // over all. A group whose share is not known (none heard yet, as in a cold
 // start's first requests, or one rarer than every group the table lists)
-// is rare: its set is its one endpoint of least u. A 9th endpoint moves
+// is rare: its set is its one endpoint of least u, if its shared part is
+// at least 512 tokens; a shorter one is placed by the key alone. A 9th endpoint moves
 // about 1/9 of grouped picks at every share, as it moves 1/9 of homes
 // (ring/spread.go).
 package ring

@@ -96,16 +96,20 @@ func (c Config) bound() Bound {
 // it does, or no table has been heard yet, as in a cold start's first
 // burst. Its set is then its one endpoint of least u, where a known rare
 // group's is too, and that engine computes its shared part once, for
-// every request that the bound lets stay. A group that covers none of
-// the request's text (a chat with neither system prompt nor tools, a
+// every request that the bound lets stay. That pays only where the
+// shared part is long (rareMinShared): a short one (a 200-token system
+// prompt) saves little prefill, and a cold burst of its requests on one
+// engine queued more than it saved. A group that covers none of the
+// request's text (a chat with neither system prompt nor tools, a
 // completion whose shared prefix is not known) has nothing to keep
-// together: its key alone places it.
+// together either. Both are placed by their keys alone until their
+// share is known.
 func (c Config) spread(req Request, n int) float64 {
 	if c.GroupSpread <= 0 || req.Group == 0 || n <= 1 {
 		return 0
 	}
 	if !(req.GroupShare > 0) {
-		if req.SharedTokens <= 0 {
+		if req.SharedTokens < rareMinShared {
 			return 0
 		}
 		return rareSpread
@@ -117,3 +121,11 @@ func (c Config) spread(req Request, n int) float64 {
 // group's own order places it, and below any endpoint's u, so its set is
 // the endpoint of least u alone.
 const rareSpread = math.SmallestNonzeroFloat64
+
+// rareMinShared is the shortest shared part, in estimated tokens, for
+// which a group of unknown share is kept on one endpoint: 32 of vLLM's
+// 16-token blocks. Chosen on the study's seeds 1-5 (docs/study.md, "The
+// first burst"): the demo's 1024-token system prompts gain from it, the
+// multi-turn workload's 200-token ones lost (64 conversations at once:
+// p99 TTFT up to 1.68x round-robin's kept together, 0.98x by key).
+const rareMinShared = 512

@@ -242,8 +242,9 @@ func TestGoldenGroupedPlacement(t *testing.T) {
 
 // TestUnknownShareIsRare: a group whose share no table has given yet (a
 // cold start) keeps its requests on one endpoint, the one a group known to
-// be rare goes to, so nothing moves when its small share arrives; a group
-// that covers none of the request's text is placed by the key alone.
+// be rare goes to, so nothing moves when its small share arrives, if its
+// shared part is long (rareMinShared); one with a short shared part, or
+// none, is placed by the key alone.
 func TestUnknownShareIsRare(t *testing.T) {
 	b := tokensBalancer(t, DefaultConfig(), fleet(8, 0)...)
 	where := func(group uint64, share float64, shared int64) map[string]int {
@@ -261,18 +262,20 @@ func TestUnknownShareIsRare(t *testing.T) {
 	}
 	homes := map[string]bool{}
 	for g := uint64(1); g <= 40; g++ {
-		unknown := where(g, 0, 256)
+		unknown := where(g, 0, rareMinShared)
 		if len(unknown) != 1 {
 			t.Fatalf("group %d of unknown share went to %v, want one endpoint", g, unknown)
 		}
-		if rare := where(g, 1e-9, 256); !maps.Equal(rare, unknown) {
+		if rare := where(g, 1e-9, rareMinShared); !maps.Equal(rare, unknown) {
 			t.Fatalf("group %d: unknown share went to %v, a known rare share to %v", g, unknown, rare)
 		}
 		for ep := range unknown {
 			homes[ep] = true
 		}
-		if bare := where(g, 0, 0); len(bare) != 8 {
-			t.Fatalf("group %d with no shared text went to %d endpoints, want all 8 by the key", g, len(bare))
+		for _, shared := range []int64{0, rareMinShared - 1} {
+			if bare := where(g, 0, shared); len(bare) != 8 {
+				t.Fatalf("group %d with %d shared tokens went to %d endpoints, want all 8 by the key", g, shared, len(bare))
+			}
 		}
 	}
 	if len(homes) < 6 {
