@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -165,7 +166,10 @@ func run(ctx context.Context, o *options, w workload.MultiTurn, policy string) (
 	}
 	fmt.Printf("%d requests in %.1f s, TTFT p50 %.0f ms\n", rep.Requests, rep.Duration, rep.TTFT.P50)
 	if o.jsonDir != "" {
-		if err := rep.WriteJSON(fmt.Sprintf("%s/%s.json", o.jsonDir, policy)); err != nil {
+		if err := os.MkdirAll(o.jsonDir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := rep.WriteJSON(filepath.Join(o.jsonDir, policy+".json")); err != nil {
 			return nil, err
 		}
 	}
