@@ -29,6 +29,10 @@ type ClusterStatus struct {
 	// ApplyLagMillis: in the aligned view, how long after its stamp a
 	// publication applies.
 	ApplyLagMillis int64 `json:"apply_lag_ms,omitempty"`
+	// Mirrors: in the overlay view, how many other replicas are presumed
+	// to have placed what this one placed since its last publication
+	// (gossip/DESIGN.md, "Mirrors").
+	Mirrors int `json:"mirrors,omitempty"`
 }
 
 // MemberStatus is one live memberlist member.
@@ -75,6 +79,9 @@ func (n *Node) Status() ClusterStatus {
 	defer n.mu.Unlock()
 	if st.View == core.ViewAligned {
 		st.ApplyLagMillis = n.cfg.ApplyLag.Milliseconds()
+	}
+	if st.View == core.ViewOverlay {
+		st.Mirrors = n.loads.Mirrors()
 	}
 	for _, e := range n.view.Table().Entries() {
 		es := EntryStatus{Node: e.Node, Addr: e.Addr, Incarnation: e.Incarnation, Version: e.Version,

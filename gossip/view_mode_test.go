@@ -99,6 +99,9 @@ func TestSharedViewSeesOwnLeasesOnlyOncePublished(t *testing.T) {
 			if a.Status().View != mode {
 				t.Fatalf("status view %q, want %q", a.Status().View, mode)
 			}
+			if want := map[core.ViewMode]int{core.ViewOverlay: 1}[mode]; a.Status().Mirrors != want {
+				t.Fatalf("%s: status mirrors %d, want %d", mode, a.Status().Mirrors, want)
+			}
 		}
 	})
 }

@@ -202,8 +202,12 @@ type ClusterLoads struct {
 // burst shorter than the interval (a cold start's first requests, every
 // replica at once) lands R times what each replica's bound allows on a
 // home. A release is not presumed: the others' counts fall only when
-// they publish. Other views ignore it.
+// they publish. Other views ignore it, and so does the view of K
+// ([ClusterLoads.KV]): mirroring K was not measured.
 func (c *ClusterLoads) SetMirrors(n int) { c.mirrors.Store(int64(max(n, 0))) }
+
+// Mirrors returns what SetMirrors last set.
+func (c *ClusterLoads) Mirrors() int { return int(c.mirrors.Load()) }
 
 // loadSums is one immutable pair of sums; own is nil in ViewExact.
 type loadSums struct {
