@@ -99,7 +99,10 @@ func (c Config) bound() Bound {
 // every request that the bound lets stay. That pays only where the
 // shared part is long (rareMinShared): a short one (a 200-token system
 // prompt) saves little prefill, and a cold burst of its requests on one
-// engine queued more than it saved. A group that covers none of the
+// engine queued more than it saved; one that is short beside its
+// requests may be every request's (a trace whose requests all open with
+// one 512-token block), and then all of them queued for one engine. A
+// group that covers none of the
 // request's text (a chat with neither system prompt nor tools, a
 // completion whose shared prefix is not known) has nothing to keep
 // together either. Both are placed by their keys alone until their
@@ -123,9 +126,14 @@ func (c Config) spread(req Request, n int) float64 {
 const rareSpread = math.SmallestNonzeroFloat64
 
 // rareMinShared is the shortest shared part, in estimated tokens, for
-// which a group of unknown share is kept on one endpoint: 32 of vLLM's
-// 16-token blocks. Chosen on the study's seeds 1-5 (docs/study.md, "The
-// first burst"): the demo's 1024-token system prompts gain from it, the
-// multi-turn workload's 200-token ones lost (64 conversations at once:
-// p99 TTFT up to 1.68x round-robin's kept together, 0.98x by key).
-const rareMinShared = 512
+// which a group of unknown share is kept on one endpoint: a part that
+// fills the key's whole window on it (prefix.DefaultMaxChars, 4096
+// characters). Chosen on the study's seeds (docs/study.md, "The first
+// burst"): the demo's 1024-token system prompts, agentic's tool sets and
+// shared-prefix's 2048-token prompts gain from it; the multi-turn
+// workload's 200-token ones lost (64 conversations at once: p99 TTFT up
+// to 1.68x round-robin's kept together, 0.98x by key), and so did the
+// Mooncake trace's 512-token first block, which every request shares
+// (its first 300 requests: mean 1.10x round-robin's kept together,
+// 0.68x by key).
+const rareMinShared = 1024

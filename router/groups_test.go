@@ -31,7 +31,7 @@ func TestSketchOffLeavesGroupsToTheKey(t *testing.T) {
 		seen := map[string]bool{}
 		for k := range uint64(100) {
 			l, err := r.Balancer().Acquire(ring.Request{Key: k*0x9e3779b97f4a7c15 + 1, Keyed: true, Group: 42,
-				SharedTokens: 1000, Tokens: 1100})
+				SharedTokens: 2000, Tokens: 2100})
 			if err != nil {
 				t.Fatal(err)
 			}
