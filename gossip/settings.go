@@ -71,19 +71,6 @@ func (n *Node) differs(m *memberlist.Node) (peerSettings, bool) {
 	return ps, ps.known && ps.digest != n.settingsDigest
 }
 
-// mirrors counts the live members other than this one whose settings
-// match: the replicas whose placements the overlay view presumes are
-// like its own until they publish (core.ClusterLoads.SetMirrors).
-func (n *Node) mirrors(members []memberlist.Node) int {
-	k := 0
-	for i := range members {
-		if _, bad := n.differs(&members[i]); !bad && members[i].Name != n.cfg.NodeName {
-			k++
-		}
-	}
-	return k
-}
-
 // SettingsMismatch returns the live members whose settings differ from
 // this replica's, sorted by name.
 func (n *Node) SettingsMismatch() []SettingsMismatch {
@@ -125,13 +112,15 @@ func (n *Node) MatchingMembers() map[string]string {
 }
 
 // warnMismatches logs each member whose settings differ from ours, once
-// for each settings it shows, with both summaries. n.mu must be held.
-func (n *Node) warnMismatches(members []memberlist.Node) {
+// for each settings it shows, with both summaries, and returns how many
+// members (this one included) share ours. n.mu must be held.
+func (n *Node) warnMismatches(members []memberlist.Node) (matching int) {
 	seen := make(map[string]bool, len(members))
 	for i := range members {
 		m := &members[i]
 		ps, bad := n.differs(m)
 		if !bad {
+			matching++
 			continue
 		}
 		seen[m.Name] = true
@@ -147,6 +136,7 @@ func (n *Node) warnMismatches(members []memberlist.Node) {
 			delete(n.settingsWarned, name)
 		}
 	}
+	return matching
 }
 
 var mismatchDesc = prometheus.NewDesc("prefixring_gossip_settings_mismatch",

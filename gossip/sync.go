@@ -44,8 +44,9 @@ func (n *Node) publish(now time.Time, force bool) {
 		return
 	}
 	n.view.alive = alive
-	n.warnMismatches(members)
-	n.loads.SetMirrors(n.mirrors(members))
+	// The others that share our settings are the replicas the overlay
+	// view presumes placed as this one did until they publish.
+	n.loads.SetMirrors(n.warnMismatches(members) - 1)
 	e := n.ownEntry(now)
 	send := force || !core.SameContent(e, n.last) || now.Sub(n.lastT) >= n.cfg.Heartbeat
 	listChanged := !slices.Equal(e.Endpoints, n.last.Endpoints)

@@ -96,16 +96,15 @@ func scrapeOne(ctx context.Context, u string) (scrape, error) {
 	if err != nil {
 		return scrape{}, fmt.Errorf("loadgen: engine metrics: %s: %w", u, err)
 	}
-	sum := func(name string) (float64, bool) { return SumMetric(fams, name) }
 	for i := range vllmQueries {
-		q, okq := sum(vllmQueries[i])
-		h, okh := sum(vllmHits[i])
+		q, okq := SumMetric(fams, vllmQueries[i])
+		h, okh := SumMetric(fams, vllmHits[i])
 		if okq && okh {
 			return scrape{source: "vllm", prompt: q, cached: h}, nil
 		}
 	}
-	computed, okc := sum(llamaComputed)
-	cached, okh := sum(llamaCached)
+	computed, okc := SumMetric(fams, llamaComputed)
+	cached, okh := SumMetric(fams, llamaCached)
 	if okc && okh {
 		return scrape{source: "llamacpp", prompt: computed + cached, cached: cached}, nil
 	}

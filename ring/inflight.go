@@ -14,6 +14,8 @@ type Inflight struct {
 	counters atomic.Pointer[map[string]*counter] // copy-on-write
 	total    atomic.Int64
 	kvTotal  atomic.Int64
+	// sharedTotal is the part of kvTotal that is groups' shared parts.
+	sharedTotal atomic.Int64
 }
 
 type counter struct {
@@ -23,8 +25,10 @@ type counter struct {
 	shared  atomic.Int64 // the part of kv that is groups' shared parts
 	total   *atomic.Int64
 	kvTotal *atomic.Int64
-	mu      sync.Mutex     // guards groups
-	groups  map[uint64]int // in-flight requests per group with a shared part
+	// sharedTotal is the Inflight's, as total and kvTotal are.
+	sharedTotal *atomic.Int64
+	mu          sync.Mutex     // guards groups
+	groups      map[uint64]int // in-flight requests per group with a shared part
 }
 
 // NewInflight returns counters with no endpoints.
@@ -94,7 +98,9 @@ func (f *Inflight) Track(ids []string) {
 	f.counters.Store(&m)
 }
 
-func (f *Inflight) newCounter() *counter { return &counter{total: &f.total, kvTotal: &f.kvTotal} }
+func (f *Inflight) newCounter() *counter {
+	return &counter{total: &f.total, kvTotal: &f.kvTotal, sharedTotal: &f.sharedTotal}
+}
 
 // acquire counts a request of P weight w and K weights kv on id and
 // returns its hold, settling to settle. An id that is not tracked gets a

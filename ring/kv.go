@@ -87,13 +87,9 @@ type SharedLoads interface {
 
 type kvView struct{ f *Inflight }
 
-func (v kvView) SharedTotal() int64 {
-	var t int64
-	for _, c := range *v.f.counters.Load() {
-		t += c.shared.Load()
-	}
-	return t
-}
+// SharedTotal is O(1), as Total is: the average bound reads it on every
+// candidate of a pick.
+func (v kvView) SharedTotal() int64 { return v.f.sharedTotal.Load() }
 
 func (v kvView) Shared(id string) int64 {
 	if c := (*v.f.counters.Load())[id]; c != nil {
@@ -147,6 +143,7 @@ func (c *counter) addKV(own int64, group uint64, shared int64) {
 		if c.groups[group]++; c.groups[group] == 1 {
 			own += shared
 			c.shared.Add(shared)
+			c.sharedTotal.Add(shared)
 		}
 		c.mu.Unlock()
 	}
@@ -162,6 +159,7 @@ func (c *counter) releaseKV(own int64, group uint64, shared int64) {
 			delete(c.groups, group)
 			own += shared
 			c.shared.Add(-shared)
+			c.sharedTotal.Add(-shared)
 		}
 		c.mu.Unlock()
 	}

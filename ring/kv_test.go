@@ -57,13 +57,7 @@ func TestKVBoundSpreadsSlowRequests(t *testing.T) {
 // per endpoint while any request of the group is in flight there, as the
 // engine holds it once; each request adds its own part.
 func TestKVSharedPrefixCountedOnce(t *testing.T) {
-	b, err := NewBalancer(DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.SetEndpoints([]string{"a", "b"}); err != nil {
-		t.Fatal(err)
-	}
+	b := tokensBalancer(t, DefaultConfig(), "a", "b")
 	kv := b.Inflight().KV()
 	req := func(tokens int64) Request {
 		return Request{Key: 1, Keyed: true, Group: 7, SharedTokens: 1000, Tokens: tokens}
@@ -227,13 +221,7 @@ func kvAverage() Config {
 // KVSharedCounts reports it apart, for gossip to count it once across
 // replicas; it leaves with the group's last request there.
 func TestKVSharedCounts(t *testing.T) {
-	b, err := NewBalancer(DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.SetEndpoints([]string{"a", "b"}); err != nil {
-		t.Fatal(err)
-	}
+	b := tokensBalancer(t, DefaultConfig(), "a", "b")
 	req := Request{Key: 1, Keyed: true, Group: 7, Tokens: 3000, SharedTokens: 2000}
 	l1, l2 := b.AcquireOn(req, "a", DecisionHome), b.AcquireOn(req, "a", DecisionHome)
 	other := b.AcquireOn(Request{Key: 2, Keyed: true, Group: 8, Tokens: 900, SharedTokens: 500}, "a", DecisionHome)

@@ -102,11 +102,10 @@ func (c Config) bound() Bound {
 // engine queued more than it saved; one that is short beside its
 // requests may be every request's (a trace whose requests all open with
 // one 512-token block), and then all of them queued for one engine. A
-// group that covers none of the
-// request's text (a chat with neither system prompt nor tools, a
-// completion whose shared prefix is not known) has nothing to keep
-// together either. Both are placed by their keys alone until their
-// share is known.
+// group that covers none of the request's text (a chat with neither
+// system prompt nor tools, a completion whose shared prefix is not known)
+// has nothing to keep together either. Both are placed by their keys
+// alone until their share is known.
 func (c Config) spread(req Request, n int) float64 {
 	if c.GroupSpread <= 0 || req.Group == 0 || n <= 1 {
 		return 0
