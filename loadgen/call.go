@@ -30,27 +30,38 @@ const (
 	ErrCanceled = "canceled" // the run was stopped
 )
 
-// Sample is what the client measured of one request.
+// Sample is what the client measured of one request; its JSON form is one
+// line of what [Report.WriteSamples] writes (durations in nanoseconds).
 type Sample struct {
-	Session, Turn int
+	Session int `json:"session"`
+	Turn    int `json:"turn"`
 	// URL is the target that answered; Endpoint the router's
 	// X-Prefixring-Endpoint, or URL when there is none (a direct engine).
-	URL, Endpoint string
+	URL      string `json:"url"`
+	Endpoint string `json:"endpoint,omitempty"`
+	// Decision is the router's X-Prefixring-Decision (home, spill or
+	// fallback), where it sends one.
+	Decision string `json:"decision,omitempty"`
 	// Start is when the request was sent, from the run's start.
-	Start time.Duration
+	Start time.Duration `json:"start_ns"`
 	// TTFT is the time to the first token (the whole response without
 	// streaming), E2E the time to the response's end, ITL the mean gap
 	// between tokens after the first.
-	TTFT, E2E, ITL time.Duration
+	TTFT time.Duration `json:"ttft_ns"`
+	E2E  time.Duration `json:"e2e_ns"`
+	ITL  time.Duration `json:"itl_ns,omitempty"`
 	// Usage as the server reported it.
-	PromptTokens, CachedTokens, OutputTokens int
+	PromptTokens int `json:"prompt_tokens"`
+	CachedTokens int `json:"cached_tokens"`
+	OutputTokens int `json:"output_tokens"`
 	// Failovers counts URLs that refused the connection before one took it.
-	Failovers int
+	Failovers int `json:"failovers,omitempty"`
 	// Verified: the server echoed the request's X-Request-Id, and it was
 	// this request's.
-	Verified bool
+	Verified bool `json:"verified"`
 	// Err is the error kind ("" on success) and Detail its message.
-	Err, Detail string
+	Err    string `json:"error,omitempty"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // caller sends calls to the URLs in turn.
@@ -118,6 +129,7 @@ func (cl *caller) do(ctx context.Context, c *workload.Call, id string, t0 time.T
 	}
 	defer resp.Body.Close()
 	s.Endpoint = resp.Header.Get("X-Prefixring-Endpoint")
+	s.Decision = resp.Header.Get("X-Prefixring-Decision")
 	if s.Endpoint == "" {
 		s.Endpoint = strings.TrimPrefix(strings.TrimPrefix(s.URL, "http://"), "https://")
 	}

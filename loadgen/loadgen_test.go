@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -316,6 +317,34 @@ func TestReportRoundTripAndCompare(t *testing.T) {
 	b, _ := json.Marshal(back)
 	if string(a) != string(b) {
 		t.Fatalf("round trip changed the report:\n%s\n%s", a, b)
+	}
+	// The samples file holds every request, by session and turn, with the
+	// report's own measurements.
+	sp := filepath.Join(t.TempDir(), "s.jsonl")
+	if err := rep.WriteSamples(sp); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+	if len(lines) != rep.Requests {
+		t.Fatalf("%d sample lines, %d requests:\n%s", len(lines), rep.Requests, raw)
+	}
+	var ttft time.Duration
+	for i, l := range lines {
+		var s Sample
+		if err := json.Unmarshal([]byte(l), &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.Session != i/2 || s.Turn != i%2 || s.URL != urls[0] || s.TTFT <= 0 || s.E2E < s.TTFT || s.PromptTokens == 0 || !s.Verified {
+			t.Errorf("line %d: %+v", i, s)
+		}
+		ttft = max(ttft, s.TTFT)
+	}
+	if got := float64(ttft) / float64(time.Millisecond); got != rep.TTFT.Max {
+		t.Errorf("largest sample TTFT %v ms, report's max %v ms", got, rep.TTFT.Max)
 	}
 	var out strings.Builder
 	back.Label = "two"

@@ -54,6 +54,10 @@ type Report struct {
 	Engine *EngineCounts `json:"engine,omitempty"`
 	// FirstErrors holds a few error messages, one per kind.
 	FirstErrors map[string]string `json:"first_errors,omitempty"`
+
+	// Samples are the requests one by one, by session and turn; they stay
+	// out of the report's JSON (see [Report.WriteSamples]).
+	Samples []Sample `json:"-"`
 }
 
 // Dist is a latency distribution in milliseconds.
@@ -126,6 +130,7 @@ func summarize(cfg *Config, samples []Sample, wall time.Duration) *Report {
 		}
 	}
 	rep.TTFT, rep.ITL, rep.E2E = dist(ttft), dist(itl), dist(e2e)
+	rep.Samples = samples
 	if wall > 0 {
 		rep.OutputTokensSec = float64(rep.OutputTokens) / wall.Seconds()
 		rep.RequestsSec = float64(rep.OK) / wall.Seconds()
@@ -149,6 +154,20 @@ func (r *Report) WriteJSON(path string) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// WriteSamples writes r's requests to path, one JSON object a line, by
+// session and turn: what a tail's requests were, where they went and when.
+func (r *Report) WriteSamples(path string) error {
+	var b []byte
+	for _, s := range r.Samples {
+		line, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		b = append(append(b, line...), '\n')
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 // ReadReport reads a report written by [Report.WriteJSON].

@@ -41,6 +41,7 @@ func loadCommand() *cli.Command {
 			&cli.DurationFlag{Name: "timeout", EnvVars: env("load-timeout"), Value: d.Timeout, Usage: "limit of one request"},
 			&cli.StringFlag{Name: "engine-metrics", EnvVars: env("load-engine-metrics"), Usage: "comma-separated Prometheus URLs (or roots) of the engines, scraped before and after for their prefix-cache counters (vLLM or llama.cpp names)"},
 			&cli.StringFlag{Name: "json", EnvVars: env("load-json"), Usage: "write the report as JSON to this file"},
+			&cli.StringFlag{Name: "samples", EnvVars: env("load-samples"), Usage: "write every request's measurements to this file, one JSON object a line (session, turn, endpoint, start, TTFT, tokens)"},
 			&cli.StringFlag{Name: "label", EnvVars: env("load-label"), Usage: "the run's name in tables and JSON"},
 			&cli.BoolFlag{Name: "progress", EnvVars: env("load-progress"), Value: loadgen.IsTerminal(os.Stderr), DefaultText: "on a terminal", Usage: "draw a progress bar on stderr"},
 			&cli.BoolFlag{Name: "compare", EnvVars: env("load-compare"), Usage: "print the JSON reports named as arguments side by side, and run nothing"},
@@ -97,6 +98,11 @@ func runLoad(c *cli.Context) error {
 		}
 		if p := c.String("json"); p != "" {
 			if werr := rep.WriteJSON(p); werr != nil {
+				return werr
+			}
+		}
+		if p := c.String("samples"); p != "" {
+			if werr := rep.WriteSamples(p); werr != nil {
 				return werr
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -59,10 +60,10 @@ func TestLoadThroughTheRouter(t *testing.T) {
 	sims := startSims(t, 2)
 	r := startRouter(t, "--endpoints", strings.Join(sims, ","))
 	dir := t.TempDir()
-	report := filepath.Join(dir, "r.json")
+	report, samples := filepath.Join(dir, "r.json"), filepath.Join(dir, "s.jsonl")
 	out, err := exec.Command(bin, "load", "--url", r.URL, "--workload", "multi-turn", "--requests", "24",
 		"--concurrency", "4", "--think-scale", "0", "--max-tokens", "4", "--stream", "--label", "chwbl",
-		"--engine-metrics", strings.Join(sims, ","), "--json", report).CombinedOutput()
+		"--engine-metrics", strings.Join(sims, ","), "--json", report, "--samples", samples).CombinedOutput()
 	if err != nil {
 		t.Fatalf("load: %v\n%s", err, out)
 	}
@@ -89,6 +90,29 @@ func TestLoadThroughTheRouter(t *testing.T) {
 	// chwbl keeps a conversation on its engine while the bound allows.
 	if rep.LaterTurns == 0 || rep.Stayed*2 < rep.LaterTurns {
 		t.Errorf("%d of %d later turns stayed with their conversation's engine\n%s", rep.Stayed, rep.LaterTurns, out)
+	}
+	// --samples: one line a request, naming the engine the router chose
+	// (its X-Prefixring-Endpoint, host:port).
+	sb, err := os.ReadFile(samples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(sb)), "\n")
+	if len(lines) != 24 {
+		t.Fatalf("%d sample lines, want 24:\n%s", len(lines), sb)
+	}
+	for _, l := range lines {
+		var s struct {
+			Endpoint string `json:"endpoint"`
+			Decision string `json:"decision"`
+			TTFT     int64  `json:"ttft_ns"`
+		}
+		if err := json.Unmarshal([]byte(l), &s); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(sims, "http://"+s.Endpoint) || s.TTFT <= 0 || (s.Decision != "home" && s.Decision != "spill") {
+			t.Errorf("sample %s: endpoint not one of %v, no TTFT, or no decision", l, sims)
+		}
 	}
 	cmp, err := exec.Command(bin, "load", "--compare", report, report).CombinedOutput()
 	if err != nil || !strings.Contains(string(cmp), "24 / 24") {

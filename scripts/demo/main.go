@@ -54,7 +54,7 @@ func main() {
 	flag.Float64Var(&o.thinkScale, "think-scale", 0.1, "multiplies the user's 2 s mean pause between turns")
 	flag.IntVar(&o.maxTokens, "max-tokens", 64, "output tokens per turn")
 	flag.IntVar(&o.systemTokens, "system-tokens", 1024, "tokens of each of the 8 shared system prompts")
-	flag.StringVar(&o.jsonDir, "json", "", "write each run's report (prefixring load's JSON) into this directory")
+	flag.StringVar(&o.jsonDir, "json", "", "write each run's report (prefixring load's JSON) and its requests (POLICY.samples.jsonl) into this directory")
 	flag.BoolVar(&o.verbose, "v", false, "show the processes' logs")
 	evalOut := flag.String("eval-out", "out/demo-eval", "where the small `prefixring eval` the demo ends with writes its report (empty: skip it)")
 	pols := flag.String("policies", "round-robin,chwbl", "policies to compare, in order")
@@ -170,6 +170,9 @@ func run(ctx context.Context, o *options, w workload.MultiTurn, policy string) (
 			return nil, err
 		}
 		if err := rep.WriteJSON(filepath.Join(o.jsonDir, policy+".json")); err != nil {
+			return nil, err
+		}
+		if err := rep.WriteSamples(filepath.Join(o.jsonDir, policy+".samples.jsonl")); err != nil {
 			return nil, err
 		}
 	}
