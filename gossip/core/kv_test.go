@@ -164,3 +164,39 @@ func TestKVSharedSparse(t *testing.T) {
 		}
 	}
 }
+
+// The overlay view mirrors K's unpublished growth as it does P's: a
+// replica's K placed since its last publication counts once more for each
+// other replica (they presumably placed as much), the shared parts not (the
+// others' placements of a group share its one copy) and releases not.
+func TestOverlayMirrorsKVGrowth(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	eps := []string{"http://a:1", "http://b:1"}
+	entry := func(node string, own, shared int64) Entry {
+		return NewEntryKV(node, node, 1, 1, now, eps, nil, map[string]int64{"http://a:1": own + shared}, nil).
+			WithKVShared(map[string]int64{"http://a:1": shared})
+	}
+	remote := SumRemote([]Entry{entry("r1", 300, 2000), entry("r2", 500, 2000)}, Liveness{Self: "r0", StaleAfter: time.Second}, now)
+	for _, tc := range []struct {
+		name             string
+		mode             ViewMode
+		mirrors          int
+		live, liveShared int64
+		want             int64
+	}{
+		{"no mirrors", ViewOverlay, 0, 2600, 2000, 2600 + 800},
+		{"500 placed since the publication, 2 mirrors", ViewOverlay, 2, 2600, 2000, 2600 + 2*500 + 800},
+		{"a new shared part counts once", ViewOverlay, 2, 3600, 3000, 3600 + 2*500 + 800},
+		{"released below the publication", ViewOverlay, 2, 2050, 2000, 2100 + 800},
+		{"the shared view does not mirror", ViewShared, 2, 2600, 2000, 2100 + 800},
+	} {
+		cl := NewClusterLoads(fixedLoads{}, tc.mode)
+		cl.SetRemote(remote)
+		cl.SetOwn(entry("r0", 100, 2000))
+		cl.SetMirrors(tc.mirrors)
+		kv := cl.KV(sharedLoads{fixedLoads{"http://a:1": tc.live}, fixedLoads{"http://a:1": tc.liveShared}})
+		if got, total := kv.Load("http://a:1"), kv.Total(); got != tc.want || total != tc.want {
+			t.Errorf("%s: K on a %d, total %d; want %d", tc.name, got, total, tc.want)
+		}
+	}
+}

@@ -202,8 +202,9 @@ type ClusterLoads struct {
 // burst shorter than the interval (a cold start's first requests, every
 // replica at once) lands R times what each replica's bound allows on a
 // home. A release is not presumed: the others' counts fall only when
-// they publish. Other views ignore it, and so does the view of K
-// ([ClusterLoads.KV]): mirroring K was not measured.
+// they publish. Other views ignore it. The view of K ([ClusterLoads.KV])
+// mirrors K's growth likewise, less the groups' shared parts: the others'
+// placements of a group on an endpoint share its one copy there.
 func (c *ClusterLoads) SetMirrors(n int) { c.mirrors.Store(int64(max(n, 0))) }
 
 // Mirrors returns what SetMirrors last set.
@@ -368,6 +369,9 @@ func (v kvLoads) localShared(id string, k int64) int64 {
 // Load is the own K (its live counters or its last publication, by the
 // mode, as for the load) and the others' K, their shared parts counted
 // once: the own part of each, plus the largest shared part (see [Remote]).
+// In [ViewOverlay] the own part's growth since the publication, shared
+// parts left out, counts once more for each mirror
+// ([ClusterLoads.SetMirrors]).
 func (v kvLoads) Load(id string) int64 {
 	s := v.c.sums.Load()
 	live := v.local.Load(id)
@@ -376,10 +380,15 @@ func (v kvLoads) Load(id string) int64 {
 		return live + s.remote.kv[id] + max(0, s.remote.shared[id]-liveShared)
 	}
 	own, ownShared := s.own.kv[id]+s.own.shared[id], s.own.shared[id]
-	if v.c.mode == ViewOverlay && live > own {
-		own, ownShared = live, v.localShared(id, live)
+	var mirrored int64
+	if v.c.mode == ViewOverlay {
+		liveShared := v.localShared(id, live)
+		if live > own {
+			own, ownShared = live, liveShared
+		}
+		mirrored = v.c.mirrors.Load() * max(0, live-liveShared-s.own.kv[id])
 	}
-	return own + s.remote.kv[id] + max(0, s.remote.shared[id]-ownShared)
+	return own + mirrored + s.remote.kv[id] + max(0, s.remote.shared[id]-ownShared)
 }
 
 // Total is the sum of [kvLoads.Load] over the endpoints, except that the
@@ -398,7 +407,12 @@ func (v kvLoads) Total() int64 {
 	}
 	own, ownShared := s.own.kvTotal+s.own.sharedTotal, s.own.sharedTotal
 	if v.c.mode == ViewOverlay {
-		own = max(own, v.local.Total())
+		live := v.local.Total()
+		var liveShared int64
+		if sl, ok := v.local.(ring.SharedLoads); ok {
+			liveShared = min(max(sl.SharedTotal(), 0), live)
+		}
+		own = max(own, live) + v.c.mirrors.Load()*max(0, live-liveShared-s.own.kvTotal)
 	}
 	return own + s.remote.kvTotal + max(0, s.remote.sharedTotal-ownShared)
 }
