@@ -222,7 +222,7 @@ func (rt *Router) requestOf(r *http.Request, route prefix.Route, body []byte) (r
 		rt.sketch.ObserveGroup(key.Group)
 	}
 	req := ring.Request{Key: key.Hash, Keyed: true, Group: key.Group, GroupShare: key.GroupShare,
-		SharedTokens: int64(key.SharedChars / 4), Tokens: tokens}
+		SharedTokens: int64(key.SharedChars / 4), Tokens: tokens, NewKnown: route == prefix.RouteChat}
 	if key.NewBytes >= 0 {
 		req.NewTokens = int64(key.NewBytes / 4)
 	}

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prefixring/prefixring/prefix"
 	"github.com/prefixring/prefixring/ring"
 )
 
@@ -333,4 +335,26 @@ func TestStreamSettlesAtTheFirstByte(t *testing.T) {
 	}
 	close(more)
 	readAll(t, resp.Body)
+}
+
+// A chat request's new tokens are known to the ring (a first turn's are
+// all new); a completion's are not, since it is sent as one growing
+// prompt: the ring bounds the first without P's floor when its key alone
+// places it (ring.Request.NewKnown).
+func TestChatRequestsKnowTheirNewTokens(t *testing.T) {
+	f := newFixture(t, 1)
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	first, aerr := f.router.requestOf(r, prefix.RouteChat, []byte(chatBody("You are terse.", "hello")))
+	if aerr != nil || !first.Keyed || !first.NewKnown || first.NewTokens != 0 {
+		t.Fatalf("chat first turn: %+v %v", first, aerr)
+	}
+	later := `{"model":"llama","messages":[{"role":"user","content":"hello"},{"role":"assistant","content":"hi"},{"role":"user","content":"and then?"}]}`
+	turn, aerr := f.router.requestOf(r, prefix.RouteChat, []byte(later))
+	if aerr != nil || !turn.NewKnown || turn.NewTokens <= 0 || turn.NewTokens >= turn.Tokens {
+		t.Fatalf("chat later turn: %+v %v", turn, aerr)
+	}
+	comp, aerr := f.router.requestOf(r, prefix.RouteCompletions, []byte(`{"model":"llama","prompt":"hello there, a long prompt"}`))
+	if aerr != nil || !comp.Keyed || comp.NewKnown {
+		t.Fatalf("completion: %+v %v", comp, aerr)
+	}
 }

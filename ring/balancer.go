@@ -21,7 +21,8 @@ type Config struct {
 	// 16384 tokens: at low load the relative bound would spill a home's
 	// second prompt, though an engine prefills 8192 tokens a step
 	// (docs/study.md, "Question 2"); under [SignalRequests] use
-	// [DefaultMinRequests].
+	// [DefaultMinRequests]. A chat request its key alone places has no
+	// floor (see [Request.NewKnown]).
 	MinBound int64
 	// Placement places partitions on endpoints; it must match on every
 	// replica of a cluster.

@@ -68,6 +68,13 @@ type Request struct {
 	// (0: all of Tokens): under [SignalTokens], a chat's messages after the
 	// last assistant message, since its earlier turns went home too.
 	NewTokens int64
+	// NewKnown says that NewTokens is known (a chat's, whose turns the
+	// router tells apart; a first turn's are all new), not a guess (a
+	// completion, sent as one growing prompt). Under [SignalTokens] such a
+	// request, when its key alone places it (no group spread), is bounded
+	// without [Config.MinBound]: the home's slack weighs what the home
+	// holds of it.
+	NewKnown bool
 	// SharedTokens estimates the tokens of the prompt's shared part (what
 	// Group covers): a recurring group's home holds them, and an engine
 	// holds them once for all the group's requests in flight there.
@@ -98,6 +105,9 @@ type weights struct {
 	// fraction of a full one's share, and its Key picks among them (see
 	// ring/spread.go); 0: the Key alone places the request on the ring.
 	spread float64
+	// noFloor: P's bound has no floor for this request (see
+	// [Config.weights]).
+	noFloor bool
 	// kv is what the request adds to K, its endpoint's KV tokens, from
 	// the pick until it ends, besides its group's shared part; kvShared is
 	// that part (Request.SharedTokens of a Group), counted once per
@@ -193,12 +203,19 @@ func (s *State) Bound() int64 { return s.Limit(1) }
 
 // Limit is [Bound.Limit] over the current loads: the most an endpoint may
 // hold once it takes a request of weight w.
-func (s *State) Limit(w int64) int64 {
+func (s *State) Limit(w int64) int64 { return s.limit(w, false) }
+
+// limit is Limit, without the bound's floor when noFloor is set.
+func (s *State) limit(w int64, noFloor bool) int64 {
 	var total int64
 	if s.loads != nil {
 		total = s.loads.Total()
 	}
-	return s.bound.Limit(total, w, s.nHealthy)
+	b := s.bound
+	if noFloor {
+		b.Min = 0
+	}
+	return b.Limit(total, w, s.nHealthy)
 }
 
 // Pick chooses the endpoint for req, counted as one request: the first
@@ -223,12 +240,12 @@ func (r *Ring) pick(req Request, pw weights, s *State) (int, Decision, error) {
 		return i, DecisionFallback, nil
 	}
 	w := max(pw.p, 1)
-	limit := s.Limit(w)
+	limit := s.limit(w, pw.noFloor)
 	hw := max(pw.homeP, 1)
 	if pw.homeP == 0 {
 		hw = w
 	}
-	hlimit := s.Limit(hw) + pw.homeSlack
+	hlimit := s.limit(hw, pw.noFloor) + pw.homeSlack
 	if i, ok := r.followed(req, &pw, s, hw, hlimit); ok {
 		return i, DecisionSpill, nil
 	}

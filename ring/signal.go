@@ -47,6 +47,15 @@ func (c Config) weights(req Request, n int) (pw weights, settled int64) {
 		c.homeWeights(req, &pw)
 	}
 	pw.spread = c.spread(req, n)
+	// P's floor keeps a home what it holds where the router cannot
+	// weigh that: a completion's turn, whose cached part it cannot tell,
+	// and a group kept together, whose engine holds its shared part for
+	// requests to come. A chat request placed by its key alone has
+	// neither: its new tokens are known and the home's slack weighs its
+	// history, so the floor would only let a burst of its key's cold
+	// first turns pile onto one home (64 conversations at once:
+	// docs/study.md, "The floor for chat placed by key").
+	pw.noFloor = c.Signal == SignalTokens && req.NewKnown && pw.spread == 0
 	pw.kv = max(req.Tokens, 1)
 	if req.Group != 0 && req.SharedTokens > 0 && req.SharedTokens < req.Tokens {
 		pw.kv, pw.kvShared = req.Tokens-req.SharedTokens, req.SharedTokens

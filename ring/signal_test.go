@@ -223,3 +223,45 @@ func TestGroupSpreadIsDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// A chat request placed by its key alone has no floor under P: its new
+// tokens are known, so the home's slack already keeps what the home holds,
+// and a burst of cold first turns on one key spreads as CHWBL's bound
+// spreads it. A completion, whose new tokens the router cannot tell, and
+// a request whose group is held together keep the floor.
+func TestKeyPlacedChatHasNoFloor(t *testing.T) {
+	ids := fleet(4, 0)
+	for _, tc := range []struct {
+		name     string
+		req      Request
+		wantHome int
+	}{
+		// Cold first turns of 400 tokens: ceil(1.25·(total+400)/4) is
+		// below 2·400 until the fleet holds 2160, so the home takes two.
+		{"chat, key alone", Request{Key: 7, Keyed: true, Tokens: 400, NewKnown: true}, 2},
+		{"completion", Request{Key: 7, Keyed: true, Tokens: 400}, 8},
+		{"chat of a held group", Request{Key: 7, Keyed: true, Tokens: 400, NewKnown: true,
+			Group: 3, SharedTokens: 300, GroupShare: 0.01}, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := tokensBalancer(t, DefaultConfig(), ids...)
+			setKVCapacity(t, b, 1<<20, ids...) // P alone decides
+			var home string
+			at := map[string]int{}
+			for k := range 8 {
+				l, err := b.Acquire(tc.req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Release()
+				if k == 0 {
+					home = l.Endpoint
+				}
+				at[l.Endpoint]++
+			}
+			if at[home] != tc.wantHome {
+				t.Fatalf("the home took %d of 8 (%v), want %d", at[home], at, tc.wantHome)
+			}
+		})
+	}
+}

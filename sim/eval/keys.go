@@ -145,7 +145,7 @@ func (ck *callKey) request(c *workload.Call, at time.Duration) ring.Request {
 	if err != nil {
 		return ring.Request{}
 	}
-	req := ring.Request{Key: key.Hash, Keyed: key.Keyed, Group: key.Group, Tokens: int64(len(body) / 4)}
+	req := ring.Request{Key: key.Hash, Keyed: key.Keyed, Group: key.Group, Tokens: int64(len(body) / 4), NewKnown: route == prefix.RouteChat}
 	if key.NewBytes >= 0 {
 		req.NewTokens = int64(key.NewBytes / 4)
 	}
