@@ -426,6 +426,9 @@ func runOne(ctx context.Context, o *options, s system, wl string, round int) (re
 	if err := rep.WriteJSON(res.Report); err != nil {
 		return res, err
 	}
+	if err := rep.WriteSamples(strings.TrimSuffix(res.Report, ".json") + ".samples.jsonl"); err != nil {
+		return res, err
+	}
 	fmt.Printf("%d/%d ok in %.0f s: TTFT mean %.0f ms, p95 %.0f ms; hit %.3f; engines max/mean %.2f; preemptions %.0f; spill %.3f; sim lag %.1f ms\n",
 		rep.OK, rep.Requests, rep.Duration, rep.TTFT.Mean, rep.TTFT.P95, res.Hit, res.Imbalance, res.Preemptions, res.SpillShare, res.SimLagMs)
 	return res, nil
