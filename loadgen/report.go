@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -159,15 +160,14 @@ func (r *Report) WriteJSON(path string) error {
 // WriteSamples writes r's requests to path, one JSON object a line, by
 // session and turn: what a tail's requests were, where they went and when.
 func (r *Report) WriteSamples(path string) error {
-	var b []byte
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	for _, s := range r.Samples {
-		line, err := json.Marshal(s)
-		if err != nil {
+		if err := enc.Encode(s); err != nil {
 			return err
 		}
-		b = append(append(b, line...), '\n')
 	}
-	return os.WriteFile(path, b, 0o644)
+	return os.WriteFile(path, b.Bytes(), 0o644)
 }
 
 // ReadReport reads a report written by [Report.WriteJSON].

@@ -221,11 +221,7 @@ func (rt *Router) requestOf(r *http.Request, route prefix.Route, body []byte) (r
 		rt.sketch.Observe(key.Prefixes)
 		rt.sketch.ObserveGroup(key.Group)
 	}
-	req := ring.Request{Key: key.Hash, Keyed: true, Group: key.Group, GroupShare: key.GroupShare,
-		SharedTokens: int64(key.SharedChars / 4), Tokens: tokens, NewKnown: route == prefix.RouteChat}
-	if key.NewBytes >= 0 {
-		req.NewTokens = int64(key.NewBytes / 4)
-	}
+	req := policy.RingRequest(route, len(body), key)
 	if rt.cfg.Blocks {
 		req.Blocks, _ = rt.keys.Blocks(route, body, nil)
 	}

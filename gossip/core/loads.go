@@ -366,6 +366,15 @@ func (v kvLoads) localShared(id string, k int64) int64 {
 	return 0
 }
 
+// localSharedTotal is localShared over every endpoint: the shared parts
+// within the local K total k.
+func (v kvLoads) localSharedTotal(k int64) int64 {
+	if sl, ok := v.local.(ring.SharedLoads); ok {
+		return min(max(sl.SharedTotal(), 0), k)
+	}
+	return 0
+}
+
 // Load is the own K (its live counters or its last publication, by the
 // mode, as for the load) and the others' K, their shared parts counted
 // once: the own part of each, plus the largest shared part (see [Remote]).
@@ -399,20 +408,12 @@ func (v kvLoads) Total() int64 {
 	s := v.c.sums.Load()
 	if s.own == nil || s.remote.peers == 0 {
 		live := v.local.Total()
-		var liveShared int64
-		if sl, ok := v.local.(ring.SharedLoads); ok {
-			liveShared = min(max(sl.SharedTotal(), 0), live)
-		}
-		return live + s.remote.kvTotal + max(0, s.remote.sharedTotal-liveShared)
+		return live + s.remote.kvTotal + max(0, s.remote.sharedTotal-v.localSharedTotal(live))
 	}
 	own, ownShared := s.own.kvTotal+s.own.sharedTotal, s.own.sharedTotal
 	if v.c.mode == ViewOverlay {
 		live := v.local.Total()
-		var liveShared int64
-		if sl, ok := v.local.(ring.SharedLoads); ok {
-			liveShared = min(max(sl.SharedTotal(), 0), live)
-		}
-		own = max(own, live) + v.c.mirrors.Load()*max(0, live-liveShared-s.own.kvTotal)
+		own = max(own, live) + v.c.mirrors.Load()*max(0, live-v.localSharedTotal(live)-s.own.kvTotal)
 	}
 	return own + s.remote.kvTotal + max(0, s.remote.sharedTotal-ownShared)
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prefixring/prefixring/policy"
 	"github.com/prefixring/prefixring/prefix"
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/sim/workload"
@@ -145,14 +146,10 @@ func (ck *callKey) request(c *workload.Call, at time.Duration) ring.Request {
 	if err != nil {
 		return ring.Request{}
 	}
-	req := ring.Request{Key: key.Hash, Keyed: key.Keyed, Group: key.Group, Tokens: int64(len(body) / 4), NewKnown: route == prefix.RouteChat}
-	if key.NewBytes >= 0 {
-		req.NewTokens = int64(key.NewBytes / 4)
-	}
+	req := policy.RingRequest(route, len(body), key)
 	if ck.blocks {
 		req.Blocks, _ = k.Blocks(route, body, nil)
 	}
-	req.GroupShare, req.SharedTokens = key.GroupShare, int64(key.SharedChars/4)
 	if r != nil {
 		r.sketch.Observe(key.Prefixes)
 		if req.Keyed {
