@@ -21,8 +21,9 @@ type Config struct {
 	// 16384 tokens: at low load the relative bound would spill a home's
 	// second prompt, though an engine prefills 8192 tokens a step
 	// (docs/study.md, "Question 2"); under [SignalRequests] use
-	// [DefaultMinRequests]. A chat request its key alone places has no
-	// floor (see [Request.NewKnown]).
+	// [DefaultMinRequests]. A chat request its key alone places, and a
+	// later turn of a held group's chat, have no floor (see
+	// [Request.NewKnown]).
 	MinBound int64
 	// Placement places partitions on endpoints; it must match on every
 	// replica of a cluster.

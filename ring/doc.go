@@ -48,10 +48,11 @@
 // tokens signal (an endpoint may always take a prompt while it holds no
 // more than that prompt's size ahead of it) and 0 under the requests
 // signal (the textbook bound). Min does not apply to a chat request
-// that its key alone places (Request.NewKnown, no group spread): its new
-// tokens are known, so the home's slack below weighs what the home holds
-// of it, and a floor would only let a burst of cold first turns pile onto
-// one home. At the key's home a chat turn weighs only
+// that its key alone places (Request.NewKnown, no group spread), nor to a
+// later turn of a chat whose group is held together: its new tokens are
+// known, so the home's slack below weighs what the home holds of it, and
+// a floor would only let a burst of turns pile onto one home. A held
+// group's first turns keep it. At the key's home a chat turn weighs only
 // its new tokens (Request.NewTokens: the home holds the conversation's
 // earlier turns, and a recurring group's shared part), and the home may
 // run above the bound by the tokens the request would recompute anywhere

@@ -71,9 +71,10 @@ type Request struct {
 	// NewKnown says that NewTokens is known (a chat's, whose turns the
 	// router tells apart; a first turn's are all new), not a guess (a
 	// completion, sent as one growing prompt). Under [SignalTokens] such a
-	// request, when its key alone places it (no group spread), is bounded
-	// without [Config.MinBound]: the home's slack weighs what the home
-	// holds of it.
+	// request, when its key alone places it (no group spread) or it is a
+	// later turn (NewTokens below the tokens after SharedTokens), is
+	// bounded without [Config.MinBound]: the home's slack weighs what the
+	// home holds of it.
 	NewKnown bool
 	// SharedTokens estimates the tokens of the prompt's shared part (what
 	// Group covers): a recurring group's home holds them, and an engine

@@ -54,13 +54,25 @@ func (c Config) weights(req Request, n int) (pw weights, settled int64) {
 	// neither: its new tokens are known and the home's slack weighs its
 	// history, so the floor would only let a burst of its key's cold
 	// first turns pile onto one home (64 conversations at once:
-	// docs/study.md, "The floor for chat placed by key").
-	pw.noFloor = c.Signal == SignalTokens && req.NewKnown && pw.spread == 0
+	// docs/study.md, "The floor for chat placed by key"). Nor has a
+	// later turn of a held group's chat: the group's shared part is
+	// cached wherever the group went before, and the slack weighs the
+	// rest of its history; with the floor, the demo's late turns queued
+	// up to the floor's worth of prefill at their homes ("The floor for
+	// later turns"). A held group's first turns keep it.
+	pw.noFloor = c.Signal == SignalTokens && req.NewKnown && (pw.spread == 0 || laterTurn(req))
 	pw.kv = max(req.Tokens, 1)
 	if req.Group != 0 && req.SharedTokens > 0 && req.SharedTokens < req.Tokens {
 		pw.kv, pw.kvShared = req.Tokens-req.SharedTokens, req.SharedTokens
 	}
 	return pw, settled
+}
+
+// laterTurn reports whether req continues a conversation past its
+// group's shared part: its new tokens are fewer than the tokens after
+// that part, so its key's home holds some of its own history.
+func laterTurn(req Request) bool {
+	return req.NewTokens > 0 && req.NewTokens < req.Tokens-max(req.SharedTokens, 0)
 }
 
 // homeWeights sets what req weighs at its key's home under

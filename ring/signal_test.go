@@ -240,8 +240,16 @@ func TestKeyPlacedChatHasNoFloor(t *testing.T) {
 		// below 2·400 until the fleet holds 2160, so the home takes two.
 		{"chat, key alone", Request{Key: 7, Keyed: true, Tokens: 400, NewKnown: true}, 2},
 		{"completion", Request{Key: 7, Keyed: true, Tokens: 400}, 8},
-		{"chat of a held group", Request{Key: 7, Keyed: true, Tokens: 400, NewKnown: true,
+		{"first turn of a held group", Request{Key: 7, Keyed: true, Tokens: 400, NewKnown: true,
 			Group: 3, SharedTokens: 300, GroupShare: 0.01}, 8},
+		// A later turn of 100 new tokens after a 200-token shared part and
+		// 100 of history: the home bounds P by max(ceil(1.25·(total+100)/4),
+		// 200) plus the 300-token slack, so it takes five (P 500) before
+		// the first spill; a spill adds 400 to the total, which lets the
+		// home take one more, and so on: 6 of 8.
+		{"later turn of a held group", Request{Key: 7, Keyed: true, Tokens: 400, NewKnown: true, NewTokens: 100,
+			Group: 3, SharedTokens: 200, GroupShare: 0.01}, 6},
+		{"later turn of a completion", Request{Key: 7, Keyed: true, Tokens: 400, NewTokens: 100}, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tokensBalancer(t, DefaultConfig(), ids...)
