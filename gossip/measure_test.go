@@ -120,9 +120,10 @@ func measureBandwidth(t *testing.T, replicas, endpoints int, seed string) {
 	time.Sleep(2 * time.Second)
 	before := net.Stats()
 	const window = 30 * time.Second // three rejoin intervals
-	for range window / (100 * time.Millisecond) {
+	iv := DefaultConfig().Interval  // counts change at every tick: the worst case
+	for range window / iv {
 		churn()
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(iv)
 	}
 	after := net.Stats()
 	pkts := float64(after.PacketBytes-before.PacketBytes) / window.Seconds()

@@ -61,6 +61,7 @@ type Node struct {
 	ver            uint64
 	last           core.Entry // our last published entry
 	lastT          time.Time
+	waited         int               // ticks since our last publication
 	clocks         peerClocks        // the peers' clock skews
 	settingsWarned map[string]uint64 // peers logged with differing settings: their digest
 

@@ -48,12 +48,16 @@ func (n *Node) publish(now time.Time, force bool) {
 	// view presumes placed as this one did until they publish.
 	n.loads.SetMirrors(n.warnMismatches(members) - 1)
 	e := n.ownEntry(now)
-	send := force || !core.SameContent(e, n.last) || now.Sub(n.lastT) >= n.cfg.Heartbeat
+	// A changed entry waits PublishEvery ticks, so that a large cluster
+	// keeps within PublishRate; an unchanged one the heartbeat.
+	n.waited++
+	changed := !core.SameContent(e, n.last) && n.waited >= n.cfg.PublishEvery(len(members))
+	send := force || changed || now.Sub(n.lastT) >= n.cfg.Heartbeat
 	listChanged := !slices.Equal(e.Endpoints, n.last.Endpoints)
 	if send {
 		n.ver++
 		e.Version = n.ver
-		n.last, n.lastT = e, now
+		n.last, n.lastT, n.waited = e, now, 0
 		n.view.Publish(e) // in the shared views, our own part changes now, as the others' will on receipt
 	}
 	for _, node := range n.view.Table().Forget(now, n.cfg.ForgetAfter, n.cfg.NodeName) {

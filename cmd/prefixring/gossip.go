@@ -24,7 +24,8 @@ func gossipFlags() []cli.Flag {
 		&cli.StringFlag{Name: "gossip-key", EnvVars: env("gossip-key"), Usage: "base64 of a 16-, 24- or 32-byte key encrypting gossip (as Consul and Serf take it); a replica without it can neither join nor inject state; gossip refuses to run without a key unless --gossip-insecure"},
 		&cli.StringFlag{Name: "gossip-key-file", EnvVars: env("gossip-key-file"), Usage: "read --gossip-key from this file (a mounted Secret); surrounding whitespace is dropped"},
 		&cli.BoolFlag{Name: "gossip-insecure", EnvVars: env("gossip-insecure"), Usage: "run gossip without a key, for local experiments only: any process that reaches the gossip port can then join and steer routing (logged at start, shown in /debug/cluster and as prefixring_gossip_insecure)"},
-		&cli.DurationFlag{Name: "gossip-interval", Value: d.Interval, EnvVars: env("gossip-interval"), Usage: "how often this replica sends its in-flight counts when they changed"},
+		&cli.DurationFlag{Name: "gossip-interval", Value: d.Interval, EnvVars: env("gossip-interval"), Usage: "how often this replica sends its in-flight counts when they changed (less often in a cluster too large for --gossip-publish-rate)"},
+		&cli.Float64Flag{Name: "gossip-publish-rate", Value: d.PublishRate, EnvVars: env("gossip-publish-rate"), Usage: "the most messages a second this replica sends to publish its counts, one to each other replica counting one: with N replicas it publishes every --gossip-interval up to N-1 = rate x interval, then less often"},
 		&cli.StringFlag{Name: "gossip-view", Value: string(d.View), EnvVars: env("gossip-view"), Usage: "what the bound reads as cluster-wide load: overlay (every replica's last published load, this replica's own with its unpublished new placements laid over it: it sees its own bursts at once), shared (every replica's last published load, its own included: the most agreement, blind to its own placements until it publishes) exact (its own live load + the others' published) or aligned (shared, with every publication applied --gossip-apply-lag after its stamp, so replicas agree while publications are on the wire); the study behind the default is in docs/study.md"},
 		&cli.DurationFlag{Name: "gossip-apply-lag", Value: d.ApplyLag, EnvVars: env("gossip-apply-lag"), Usage: "with --gossip-view aligned: how long after its stamp every replica applies a publication (at most this long after its receipt); must exceed the delivery delay between replicas and stay below --gossip-stale-after"},
 		&cli.DurationFlag{Name: "gossip-push-pull", Value: d.PushPull, EnvVars: env("gossip-push-pull"), Usage: "full-state anti-entropy interval"},
@@ -40,7 +41,7 @@ func gossipFlags() []cli.Flag {
 // warned about.
 var (
 	gossipRefused = []string{"join", "gossip-key", "gossip-key-file", "gossip-advertise", "gossip-view", "gossip-insecure"}
-	gossipWarned  = []string{"gossip-interval", "sketch-interval", "gossip-push-pull", "gossip-rejoin-interval", "gossip-stale-after", "node-name", "gossip-strict-settings", "gossip-apply-lag"}
+	gossipWarned  = []string{"gossip-interval", "gossip-publish-rate", "sketch-interval", "gossip-push-pull", "gossip-rejoin-interval", "gossip-stale-after", "node-name", "gossip-strict-settings", "gossip-apply-lag"}
 )
 
 // gossipKey reads --gossip-key or --gossip-key-file. Errors never quote
@@ -90,6 +91,7 @@ func gossipConfig(c *cli.Context) (cfg *gossip.Config, warnings []string, err er
 	g.NodeName, g.BindAddr, g.AdvertiseAddr = c.String("node-name"), c.String("gossip-bind"), c.String("gossip-advertise")
 	g.Join, g.Key = c.StringSlice("join"), key
 	g.Interval, g.PushPull = c.Duration("gossip-interval"), c.Duration("gossip-push-pull")
+	g.PublishRate = c.Float64("gossip-publish-rate")
 	if g.View, err = core.ParseViewMode(c.String("gossip-view")); err != nil {
 		return nil, nil, fmt.Errorf("--gossip-view: %w", err)
 	}

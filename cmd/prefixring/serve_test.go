@@ -46,6 +46,8 @@ func TestServeFlagsSayWhatCannotAct(t *testing.T) {
 			arg = "--" + f
 		case *cli.StringFlag:
 			arg = "--" + f + "=x"
+		case *cli.Float64Flag:
+			arg = "--" + f + "=500"
 		}
 		_, w, err := runServeFlags(t, arg)
 		if err != nil || !slices.ContainsFunc(w, func(s string) bool { return strings.Contains(s, "--"+f) }) {

@@ -211,7 +211,7 @@ func DefaultConfig(traces string, full bool) Config {
 		mk(GridStaleness, func(g *Grid) {
 			g.Workloads = []string{"shared-prefix", "multi-turn"}
 			g.RateScales, g.GossipLoss = []float64{2}, []float64{DefaultGossipLoss, LossyGossip}
-			g.GossipIntervals = []time.Duration{100 * time.Millisecond, time.Second}
+			g.GossipIntervals = []time.Duration{gossip.DefaultConfig().Interval, 100 * time.Millisecond, time.Second}
 			if full {
 				g.Workloads, g.Views = slices.DeleteFunc(slices.Clone(wls), isTrace), []core.ViewMode{core.ViewOverlay, core.ViewShared}
 			}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prefixring/prefixring/gossip"
 	"github.com/prefixring/prefixring/gossip/core"
 
 	"github.com/prefixring/prefixring/policy"
@@ -299,7 +300,7 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 	var follows []*policy.Follow
 	if (pt.policy == "chwbl" || isFollow(pt.policy)) && scraped == nil {
 		rcfg := replicas.Config{Replicas: pt.routers, Endpoints: ids, Ring: rc, Gossip: true, KVCapacity: kvCap,
-			Interval: pt.interval, Latency: GossipLatency, Loss: pt.loss, Seed: pt.seed, View: pt.view}
+			Interval: publishInterval(pt.interval, pt.routers), Latency: GossipLatency, Loss: pt.loss, Seed: pt.seed, View: pt.view}
 		if isFollow(pt.policy) {
 			rcfg.Wrap, err = followWrap(pt.policy == ChwblFollowShared, &now, &follows)
 			if err != nil {
@@ -475,4 +476,13 @@ func sameEngineTurns(recs []fleet.Record) float64 {
 		return 0
 	}
 	return float64(top) / float64(all)
+}
+
+// publishInterval is how often each of routers replicas publishes a changed
+// entry when it would every interval: gossip's publish rate spaces the
+// publications of a large cluster (gossip.Config.PublishEvery).
+func publishInterval(interval time.Duration, routers int) time.Duration {
+	c := gossip.DefaultConfig()
+	c.Interval = interval
+	return interval * time.Duration(c.PublishEvery(routers))
 }
