@@ -51,8 +51,8 @@ func (n *Node) publish(now time.Time, force bool) {
 	// A changed entry waits PublishEvery ticks, so that a large cluster
 	// keeps within PublishRate; an unchanged one the heartbeat.
 	n.waited++
-	changed := !core.SameContent(e, n.last) && n.waited >= n.cfg.PublishEvery(len(members))
-	send := force || changed || now.Sub(n.lastT) >= n.cfg.Heartbeat
+	due := !core.SameContent(e, n.last) && n.waited >= n.cfg.PublishEvery(len(members))
+	send := force || due || now.Sub(n.lastT) >= n.cfg.Heartbeat
 	listChanged := !slices.Equal(e.Endpoints, n.last.Endpoints)
 	if send {
 		n.ver++
