@@ -221,7 +221,7 @@ func (n *Node) promote(now time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.view.Promote(now) {
-		n.applyVerdictLocked(now)
+		n.applyVerdictLocked(n.ownEntry(now))
 	}
 }
 

@@ -2,13 +2,9 @@ package gossip
 
 import (
 	"fmt"
-	"net"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/hashicorp/memberlist"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prefixring/prefixring/gossip/core"
 	"github.com/prefixring/prefixring/ring"
@@ -84,24 +80,15 @@ func BenchmarkPublishTick(b *testing.B) {
 				name = fmt.Sprintf("endpoints=%d/busy", endpoints)
 			}
 			b.Run(name, func(b *testing.B) {
-				bal, err := ring.NewBalancer(ring.DefaultConfig())
-				if err != nil {
-					b.Fatal(err)
-				}
-				n, err := New(Config{NodeName: "a", BindAddr: "10.0.0.1:7946", View: core.ViewOverlay}, bal, prometheus.NewRegistry(), nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				n.addr = "10.0.0.1:7946"
 				eps := make([]string, endpoints)
 				for i := range eps {
 					eps[i] = fmt.Sprintf("http://10.9.%d.%d:8000", i/256, i%256)
 				}
-				n.voteEndpoints(eps)
-				for i := range 8 {
-					n.setMember(&memberlist.Node{Name: fmt.Sprintf("p%d", i), Addr: net.ParseIP(fmt.Sprintf("10.0.1.%d", i+1)), Port: 7946}, true)
+				peers := map[string]string{"a": "10.0.0.1:7946"}
+				for i := range 7 {
+					peers[fmt.Sprintf("p%d", i)] = fmt.Sprintf("10.0.1.%d:7946", i+1)
 				}
-				n.publish(time.Now(), true)
+				n := offlineNodeOver(b, "a", peers["a"], core.ViewOverlay, peers, eps)
 				var held []ring.Lease
 				for i := range 10 * endpoints {
 					l, err := n.Acquire(ring.Request{Key: uint64(i), Keyed: true})

@@ -63,7 +63,7 @@ func (n *Node) publish(now time.Time, force bool) {
 	for _, node := range n.view.Table().Forget(now, n.cfg.ForgetAfter, n.cfg.NodeName) {
 		n.forgetPeer(node)
 	}
-	n.refreshLocked(now)
+	n.refreshLocked(now, e) // e votes as it publishes: no second entry a tick
 	n.mu.Unlock()
 	if n.ml == nil { // not started; tests drive publish and receive by hand
 		return
@@ -152,12 +152,12 @@ func (n *Node) broadcast(msg []byte, kind string) {
 func (n *Node) refresh(now time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.refreshLocked(now)
+	n.refreshLocked(now, n.ownEntry(now))
 }
 
 // refreshLocked rebuilds whose entries count and their sum from scratch, and
 // applies the verdict. n.mu must be held.
-func (n *Node) refreshLocked(now time.Time) {
+func (n *Node) refreshLocked(now time.Time, own core.Entry) {
 	gone := map[string]bool{}
 	for _, e := range n.view.Table().Entries() {
 		// Not a member, or a member at another address: an earlier
@@ -170,18 +170,18 @@ func (n *Node) refreshLocked(now time.Time) {
 		}
 	}
 	n.view.Refresh(now, gone)
-	n.applyVerdictLocked(now)
+	n.applyVerdictLocked(own)
 }
 
 // applyVerdictLocked decides the endpoint set and health from our own
 // observations and the counted entries, and hands a changed verdict to the
 // sink, which must not block (upstream.Set rebuilds the ring on its own
 // goroutine, so the gossip loop never waits for a placement).
-func (n *Node) applyVerdictLocked(now time.Time) {
+func (n *Node) applyVerdictLocked(own core.Entry) {
 	if !n.obs.discovered {
 		return // nothing to vote with yet
 	}
-	v := core.Tally(n.view.Voters(n.ownEntry(now)), n.cfg.MaxEjectionPercent)
+	v := core.Tally(n.view.Voters(own), n.cfg.MaxEjectionPercent)
 	if n.view.applied && v.Equal(n.view.verdict) {
 		return
 	}
@@ -239,7 +239,7 @@ func (n *Node) receive(b []byte) {
 		}
 	}
 	if _, verdict := n.view.Receive(now, in...); verdict {
-		n.applyVerdictLocked(now)
+		n.applyVerdictLocked(n.ownEntry(now))
 	}
 }
 

@@ -19,6 +19,12 @@ import (
 // registered as live members at their addresses, as memberlist would.
 func offlineNode(t *testing.T, name, addr string, mode core.ViewMode, peers map[string]string) *Node {
 	t.Helper()
+	return offlineNodeOver(t, name, addr, mode, peers, testEndpoints)
+}
+
+// offlineNodeOver is offlineNode voting for endpoints eps.
+func offlineNodeOver(t testing.TB, name, addr string, mode core.ViewMode, peers map[string]string, eps []string) *Node {
+	t.Helper()
 	bal, err := ring.NewBalancer(ring.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +34,7 @@ func offlineNode(t *testing.T, name, addr string, mode core.ViewMode, peers map[
 		t.Fatal(err)
 	}
 	n.addr = addr
-	n.voteEndpoints(testEndpoints)
+	n.voteEndpoints(eps)
 	for p, a := range peers {
 		host, port, _ := splitHostPort(a)
 		n.setMember(&memberlist.Node{Name: p, Addr: net.ParseIP(host), Port: uint16(port)}, true)
