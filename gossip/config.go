@@ -142,7 +142,7 @@ func DefaultConfig() Config {
 }
 
 // PublishEvery is how many Intervals apart this replica publishes a
-// changed entry among members live members (itself included): the fewest
+// changed entry among members live ones, itself included: the fewest
 // that keep its publications, one message to each other member, within
 // PublishRate a second. At least 1.
 func (c Config) PublishEvery(members int) int {

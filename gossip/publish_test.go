@@ -75,11 +75,11 @@ func TestPublishRateSpacesPublications(t *testing.T) {
 func BenchmarkPublishTick(b *testing.B) {
 	for _, endpoints := range []int{64, 500} {
 		for _, busy := range []bool{false, true} {
-			name := fmt.Sprintf("endpoints=%d/idle", endpoints)
+			mode := "idle"
 			if busy {
-				name = fmt.Sprintf("endpoints=%d/busy", endpoints)
+				mode = "busy"
 			}
-			b.Run(name, func(b *testing.B) {
+			b.Run(fmt.Sprintf("endpoints=%d/%s", endpoints, mode), func(b *testing.B) {
 				eps := make([]string, endpoints)
 				for i := range eps {
 					eps[i] = fmt.Sprintf("http://10.9.%d.%d:8000", i/256, i%256)
