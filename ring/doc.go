@@ -107,7 +107,9 @@
 // over all. A group whose share is not known (none heard yet, as in a cold
 // start's first requests, or one rarer than every group the table lists)
 // is rare: its set is its one endpoint of least u, if its shared part is
-// at least 1024 tokens; a shorter one is placed by the key alone. A 9th endpoint moves
-// about 1/9 of grouped picks at every share, as it moves 1/9 of homes
-// (ring/spread.go).
+// at least 1024 tokens; a shorter one is placed by the key alone, by the
+// rendezvous hash that ranks a known group's set, so a conversation keeps
+// its engine when its group's share arrives if that engine is in the
+// group's set. A 9th endpoint moves about 1/9 of grouped picks at every
+// share, as it moves 1/9 of homes (ring/spread.go).
 package ring

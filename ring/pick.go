@@ -104,7 +104,8 @@ type weights struct {
 	// spread, when above 0, spreads the request's Group over that many
 	// endpoints, a fraction counting as an endpoint that takes that
 	// fraction of a full one's share, and its Key picks among them (see
-	// ring/spread.go); 0: the Key alone places the request on the ring.
+	// ring/spread.go); 0: the Key alone places the request on the ring;
+	// [byKey]: the Key alone, by the hash a group's set is ranked by.
 	spread float64
 	// noFloor: P's bound has no floor for this request (see
 	// [Config.weights]).

@@ -60,7 +60,7 @@ func (c Config) weights(req Request, n int) (pw weights, settled int64) {
 	// rest of its history; with the floor, the demo's late turns queued
 	// up to the floor's worth of prefill at their homes ("The floor for
 	// later turns"). A held group's first turns keep it.
-	pw.noFloor = c.Signal == SignalTokens && req.NewKnown && (pw.spread == 0 || laterTurn(req))
+	pw.noFloor = c.Signal == SignalTokens && req.NewKnown && (pw.spread == 0 || pw.spread == byKey || laterTurn(req))
 	pw.kv = max(req.Tokens, 1)
 	if req.Group != 0 && req.SharedTokens > 0 && req.SharedTokens < req.Tokens {
 		pw.kv, pw.kvShared = req.Tokens-req.SharedTokens, req.SharedTokens
@@ -126,19 +126,32 @@ func (c Config) bound() Bound {
 // group that covers none of the request's text (a chat with neither
 // system prompt nor tools, a completion whose shared prefix is not known)
 // has nothing to keep together either. Both are placed by their keys
-// alone until their share is known.
+// alone until their share is known ([byKey]).
 func (c Config) spread(req Request, n int) float64 {
 	if c.GroupSpread <= 0 || req.Group == 0 || n <= 1 {
 		return 0
 	}
 	if !(req.GroupShare > 0) {
 		if req.SharedTokens < rareMinShared {
-			return 0
+			return byKey
 		}
 		return rareSpread
 	}
 	return min(c.GroupSpread*float64(n)*req.GroupShare, float64(n))
 }
+
+// byKey is the spread of a group placed by its requests' keys alone:
+// its set is every usable endpoint, ranked by the key's rendezvous hash
+// as a known group's set is, not by the ring. When the group's share
+// arrives, a key whose home is in the group's set keeps it (the
+// highest hash over the set is the highest over the fleet when that
+// endpoint is in the set), so a conversation moves only if its home
+// left its group's set, and a common group's (whose set is the fleet)
+// not at all. On the ring the two placements disagreed for all but
+// 1/n of keys, and conversations moved when their group's share first
+// became known (docs/prefix-key.md, "At stop 27's tree";
+// TestShareArrivalKeepsHomesInTheSet).
+var byKey = math.Inf(1)
 
 // rareSpread is the spread of a group of unknown share: above 0, so the
 // group's own order places it, and below any endpoint's u, so its set is

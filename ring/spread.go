@@ -20,6 +20,11 @@ import (
 //     is its home. The rest of the set follows, then the other usable
 //     endpoints by u, so a group's overflow goes where its next requests
 //     will.
+//   - A group placed by its keys alone (share unknown, shared part short:
+//     [byKey]) has the fleet for its set, ranked the same way, so when its
+//     share arrives a key whose home is in the new set keeps it: the
+//     highest hash over a set is the highest over the fleet whenever the
+//     fleet's highest is in the set.
 //
 // Both choices are consistent. An endpoint that joins enters the sets of
 // a share p of the groups (p is GroupSpread·share, whatever n is) and

@@ -282,3 +282,56 @@ func TestUnknownShareIsRare(t *testing.T) {
 		t.Errorf("40 groups of unknown share used %d of 8 endpoints", len(homes))
 	}
 }
+
+// TestShareArrivalKeepsHomesInTheSet: when a group's share first becomes
+// known, a request whose home (placed by its key alone while the share
+// was unknown: a short shared part or none) is in the group's set keeps
+// that home, so a conversation moves only where its home left the set;
+// a common group, whose set is every endpoint, moves none. Before, the
+// unknown share placed keys on the ring and the known one by a
+// rendezvous hash, and the multi-turn workload kept 0.78–0.80 of its
+// turns on their conversation's engine, 0.98 after (docs/prefix-key.md,
+// "At stop 28's tree").
+func TestShareArrivalKeepsHomesInTheSet(t *testing.T) {
+	b := tokensBalancer(t, DefaultConfig(), fleet(8, 0)...)
+	home := func(key, group uint64, share float64, shared int64) string {
+		l, err := b.Acquire(Request{Key: key, Keyed: true, Group: group, GroupShare: share,
+			SharedTokens: shared, Tokens: 100 + shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Release()
+		return l.Endpoint
+	}
+	for _, share := range []float64{1.0 / 64, 3.0 / 64, 6.0 / 64, 0.125, 0.5} {
+		kept, moved := 0, 0
+		for g := uint64(1); g <= 40; g++ {
+			set := map[string]bool{}
+			for k := range uint64(100) {
+				set[home(k*0x9e3779b97f4a7c15+1, g, share, 0)] = true
+			}
+			for k := range uint64(100) {
+				key := k*0x9e3779b97f4a7c15 + 1
+				for _, shared := range []int64{0, rareMinShared - 1} {
+					before, after := home(key, g, 0, shared), home(key, g, share, shared)
+					switch {
+					case set[before] && before != after:
+						t.Fatalf("share %v, group %d, key %d: home %s is in the group's set %v, yet the key moved to %s", share, g, k, before, set, after)
+					case before == after:
+						kept++
+					default:
+						moved++
+					}
+				}
+			}
+		}
+		frac := float64(moved) / float64(kept+moved)
+		t.Logf("share %.4f: moved %.3f of picks when the share arrived", share, frac)
+		if share >= 1/DefaultConfig().GroupSpread && moved > 0 {
+			t.Errorf("share %v: a common group's set is the fleet, yet %.3f of its picks moved when its share arrived", share, frac)
+		}
+		if moved == 0 && share < 1.0/16 {
+			t.Errorf("share %v: no pick moved, yet the group's set is smaller than the fleet", share)
+		}
+	}
+}
