@@ -64,7 +64,24 @@ type Config struct {
 	// one engine instead of every engine its requests reach, and a common
 	// one still spreads over all. Default 8 (docs/study.md, "The key").
 	GroupSpread float64
+	// GroupMemory, when above 0 and every healthy endpoint's KV capacity
+	// is known, caps a group's spread by the memory its copies take: a
+	// group with share s of the requests whose shared part is L tokens
+	// goes to at most GroupMemory·s·C/L endpoints, C the fleet's KV
+	// capacity in tokens, so its copies take at most GroupMemory of the
+	// memory its share of the traffic earns, and all groups' copies
+	// together at most GroupMemory of the fleet's. A fleet of small
+	// caches then keeps a long system prompt on a few engines instead of
+	// a copy on each, leaving room for the conversations' own history;
+	// on H100-sized caches it never binds below GroupSpread. Default
+	// 0.25 ([DefaultGroupMemory]).
+	GroupMemory float64
 }
+
+// DefaultGroupMemory is [Config.GroupMemory]'s default, chosen on the
+// demo's seeds 1–10 against 0.125, 0.5 and none
+// (docs/study.md, "Copies of a shared part").
+const DefaultGroupMemory = 0.25
 
 // DefaultKVCapacityFactor is K's bound on an engine of known capacity,
 // in capacities. K counts a request's whole prompt from its pick to its
@@ -87,7 +104,7 @@ const DefaultMinRequests = 4
 
 // DefaultConfig returns the defaults documented on each field.
 func DefaultConfig() Config {
-	return Config{LoadFactor: 1.25, MinBound: 16384, Placement: DefaultPlacement(), Signal: SignalTokens, GroupSpread: 8}
+	return Config{LoadFactor: 1.25, MinBound: 16384, Placement: DefaultPlacement(), Signal: SignalTokens, GroupSpread: 8, GroupMemory: DefaultGroupMemory}
 }
 
 // MaxLoadFactor is the largest c the bound takes. Any c at or above the
@@ -118,6 +135,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.GroupSpread >= 0) || math.IsInf(c.GroupSpread, 0) {
 		return fmt.Errorf("ring: group spread %v must be >= 0", c.GroupSpread)
+	}
+	if !(c.GroupMemory >= 0) || math.IsInf(c.GroupMemory, 0) {
+		return fmt.Errorf("ring: group memory %v must be >= 0", c.GroupMemory)
 	}
 	return c.Placement.Validate()
 }
@@ -151,8 +171,8 @@ type snapshot struct {
 // requests, and its engine's KV capacity in tokens where known (0:
 // unknown), which bounds K there: vLLM's vllm:cache_config_info
 // num_gpu_blocks × block_size (see upstream.ParseKVCapacity). The fleet
-// simulator sets it; prefixring serve does not yet, so there K is bounded
-// only with [Config.KVAverage].
+// simulator sets it, and prefixring serve from each engine's metrics or
+// --kv-capacity.
 type Endpoint struct {
 	ID         string
 	Healthy    bool
@@ -306,7 +326,7 @@ func (b *Balancer) acquire(req Request, local bool) (Lease, error) {
 	if !req.Keyed {
 		req.Key = b.unkeyed.Add(1)
 	}
-	pw, settle := b.cfg.weights(req, s.state.nHealthy)
+	pw, settle := b.cfg.weights(req, s.state.nHealthy, s.state.kv.capTotal)
 	st := s.state
 	if local {
 		st = b.newState(s, b.inflight, b.inflight.KV())
@@ -342,7 +362,7 @@ func (b *Balancer) Decide(req Request, loads Loads) (string, Decision, error) {
 	if !req.Keyed {
 		req.Key = 0
 	}
-	pw, _ := b.cfg.weights(req, s.state.nHealthy)
+	pw, _ := b.cfg.weights(req, s.state.nHealthy, s.state.kv.capTotal)
 	i, d, err := s.ring.pick(req, pw, b.newState(s, loads, s.kv))
 	if err != nil {
 		return "", d, err
@@ -441,6 +461,6 @@ func (b *Balancer) Candidates(exclude []string, dst []Candidate) []Candidate {
 // ring's (one of [Balancer.Candidates]), with decision d. Release the
 // lease when the request ends; its count is gossiped like any other.
 func (b *Balancer) AcquireOn(req Request, id string, d Decision) Lease {
-	pw, settle := b.cfg.weights(req, 0)
+	pw, settle := b.cfg.weights(req, 0, 0)
 	return b.lease(req, id, d, pw.p, settle, pw)
 }

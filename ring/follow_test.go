@@ -82,12 +82,12 @@ func TestFollowWeighsAsTheHome(t *testing.T) {
 	// With 200 new tokens: 5000+200 <= max(ceil(1.25·8200/4), 400) + 3800 of slack.
 	s := NewState(r, nil, loads, Bound{LoadFactor: 1.25, Own: 1})
 	req := Request{Key: k, Keyed: true, Tokens: 4000, NewTokens: 200, Follow: follow}
-	pw, _ := DefaultConfig().weights(req, 4)
+	pw, _ := DefaultConfig().weights(req, 4, 0)
 	if i, d, _ := r.pick(req, pw, s); r.ID(i) != follow || d != DecisionSpill {
 		t.Fatalf("went to %s %v, want %s spill", r.ID(i), d, follow)
 	}
 	req.NewTokens = 0 // all new: 5000+4000 > the bound of a 4000-token request, max(ceil(1.25·12000/4), 8000)
-	pw, _ = DefaultConfig().weights(req, 4)
+	pw, _ = DefaultConfig().weights(req, 4, 0)
 	if i, _, _ := r.pick(req, pw, s); r.ID(i) == follow {
 		t.Fatalf("all new tokens: went to the followed %s, over its bound", follow)
 	}

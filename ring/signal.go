@@ -38,15 +38,16 @@ func ParseSignal(s string) (Signal, error) {
 	return "", fmt.Errorf("ring: load signal %q is not one of %q", s, Signals)
 }
 
-// weights returns what req weighs in a pick over n healthy endpoints,
-// and in P once its prefill is over (Settle).
-func (c Config) weights(req Request, n int) (pw weights, settled int64) {
+// weights returns what req weighs in a pick over n healthy endpoints of
+// capTotal KV tokens together (0: not known for all), and in P once its
+// prefill is over (Settle).
+func (c Config) weights(req Request, n int, capTotal int64) (pw weights, settled int64) {
 	pw.p, settled = 1, 1
 	if c.Signal == SignalTokens {
 		pw.p, settled = max(req.Tokens, 1), 0
 		c.homeWeights(req, &pw)
 	}
-	pw.spread = c.spread(req, n)
+	pw.spread = c.spread(req, n, capTotal)
 	// P's floor keeps a home what it holds where the router cannot
 	// weigh that: a completion's turn, whose cached part it cannot tell,
 	// and a group kept together, whose engine holds its shared part for
@@ -127,7 +128,14 @@ func (c Config) bound() Bound {
 // system prompt nor tools, a completion whose shared prefix is not known)
 // has nothing to keep together either. Both are placed by their keys
 // alone until their share is known ([byKey]).
-func (c Config) spread(req Request, n int) float64 {
+//
+// With [Config.GroupMemory], capTotal the fleet's KV tokens (0: not known
+// for every healthy endpoint), a known group's spread is at most the
+// number of copies of its shared part that GroupMemory of its share of
+// the fleet's memory holds. The cap does not depend on n where
+// capacities are equal (GroupMemory·s·C/L, C = n·c), so a joining
+// endpoint enters a set with the same chance whether or not it binds.
+func (c Config) spread(req Request, n int, capTotal int64) float64 {
 	if c.GroupSpread <= 0 || req.Group == 0 || n <= 1 {
 		return 0
 	}
@@ -137,7 +145,12 @@ func (c Config) spread(req Request, n int) float64 {
 		}
 		return rareSpread
 	}
-	return min(c.GroupSpread*float64(n)*req.GroupShare, float64(n))
+	s := c.GroupSpread * float64(n) * req.GroupShare
+	if c.GroupMemory > 0 && capTotal > 0 && req.SharedTokens > 0 {
+		copies := c.GroupMemory * req.GroupShare * float64(capTotal) / float64(req.SharedTokens)
+		s = min(s, max(copies, rareSpread))
+	}
+	return min(s, float64(n))
 }
 
 // byKey is the spread of a group placed by its requests' keys alone:

@@ -35,7 +35,7 @@ type spreadReq struct {
 // n endpoints under the default GroupSpread (Config.spread).
 func groupSpread(share float64, n int) spreadReq {
 	req := Request{Keyed: true, Group: 1, GroupShare: share}
-	return spreadReq{req, DefaultConfig().spread(req, n)}
+	return spreadReq{req, DefaultConfig().spread(req, n, 0)}
 }
 
 // movedPicks returns the fraction of requests whose unloaded pick differs
@@ -332,6 +332,91 @@ func TestShareArrivalKeepsHomesInTheSet(t *testing.T) {
 		}
 		if moved == 0 && share < 1.0/16 {
 			t.Errorf("share %v: no pick moved, yet the group's set is smaller than the fleet", share)
+		}
+	}
+}
+
+// TestGroupMemoryCapsSpread: where every endpoint's KV capacity is known,
+// a group's set holds no more copies of its shared part than
+// GroupMemory of its share of the fleet's memory: 8 engines of 16384
+// tokens, a 1024-token system prompt with 1/8 of the requests, 0.25 of
+// its 16384-token share holds 4 copies (the set is Binomial(8, 1/2), at
+// least 1: mean 4.0), where GroupSpread alone would use all 8. Caches of
+// an H100's size, a capacity not known everywhere, or GroupMemory 0
+// leave GroupSpread's set.
+func TestGroupMemoryCapsSpread(t *testing.T) {
+	const shared = 1024
+	meanSet := func(cfg Config, caps ...int64) float64 {
+		b := tokensBalancer(t, cfg, fleet(8, 0)...)
+		eps := make([]Endpoint, 8)
+		for i, id := range fleet(8, 0) {
+			eps[i] = Endpoint{ID: id, Healthy: true, KVCapacity: caps[i%len(caps)]}
+		}
+		if err := b.Update(eps); err != nil {
+			t.Fatal(err)
+		}
+		sum := 0
+		for g := uint64(1); g <= 200; g++ {
+			seen := map[string]bool{}
+			for k := range uint64(64) {
+				l, err := b.Acquire(Request{Key: k*0x9e3779b97f4a7c15 + 1, Keyed: true, Group: g, GroupShare: 1.0 / 8,
+					SharedTokens: shared, Tokens: shared + 100})
+				if err != nil {
+					t.Fatal(err)
+				}
+				l.Release()
+				seen[l.Endpoint] = true
+			}
+			sum += len(seen)
+		}
+		return float64(sum) / 200
+	}
+	// Within 3.5 standard errors (0.1) of 4.
+	if got := meanSet(DefaultConfig(), 16384); got < 3.65 || got > 4.35 {
+		t.Errorf("16384-token caches: a group went to %.2f endpoints on average, want 4 (0.25 · 1/8 · 131072 / 1024)", got)
+	}
+	off := DefaultConfig()
+	off.GroupMemory = 0
+	for name, c := range map[string]struct {
+		cfg  Config
+		caps []int64
+	}{
+		"H100-sized caches":    {DefaultConfig(), []int64{396000}},
+		"one capacity unknown": {DefaultConfig(), []int64{16384, 16384, 16384, 16384, 16384, 16384, 16384, 0}},
+		"GroupMemory 0":        {off, []int64{16384}},
+	} {
+		if got := meanSet(c.cfg, c.caps...); got != 8 {
+			t.Errorf("%s: a group of share 1/8 went to %.2f endpoints on average, want all 8", name, got)
+		}
+	}
+}
+
+// TestGroupMemoryMovementAddNinth: where GroupMemory binds, adding a 9th
+// endpoint of the same capacity moves near 1/9 of grouped picks, as
+// GroupSpread alone does (TestGroupSpreadMovementAddNinth): the cap,
+// GroupMemory·s·C/L, grows with C as n does, so each endpoint's chance
+// to be in a group's set stays where it was.
+func TestGroupMemoryMovementAddNinth(t *testing.T) {
+	const fleets, limit, capacity, shared = 30, 0.14, 16384, 1024
+	groups, keys := groupKeys(17, 1000, 2)
+	cfg := DefaultConfig()
+	at := func(share float64, n int) spreadReq {
+		req := Request{Keyed: true, Group: 1, GroupShare: share, SharedTokens: shared}
+		return spreadReq{req, cfg.spread(req, n, int64(n)*capacity)}
+	}
+	for _, s := range []float64{0.01, 0.05, 0.125, 0.2} {
+		if uncapped := cfg.spread(Request{Group: 1, GroupShare: s}, 8, 0); at(s, 8).spread >= uncapped {
+			t.Fatalf("share %v: GroupMemory does not bind (%.2f against %.2f); the test needs it to", s, at(s, 8).spread, uncapped)
+		}
+		worst := 0.0
+		for set := range fleets {
+			rng := rand.New(rand.NewPCG(uint64(set), 0x11))
+			ids := randomFleet(rng, 9)
+			worst = max(worst, movedPicks(mustRing(t, ids[:8]), mustRing(t, ids), at(s, 8), at(s, 9), groups, keys))
+		}
+		t.Logf("share %.3f: spread %.2f -> %.2f, worst moved %.3f", s, at(s, 8).spread, at(s, 9).spread, worst)
+		if worst > limit {
+			t.Errorf("share %.3f: adding a 9th endpoint moved %.3f of picks (worst of %d fleets), limit %.2f", s, worst, fleets, limit)
 		}
 	}
 }

@@ -131,10 +131,10 @@ func SettingsSummary(c Config) string {
 		fanout = c.Sketch.Fanout
 	}
 	p := c.Ring.Placement
-	return fmt.Sprintf("policy=%s load-signal=%s load-factor=%g min-bound=%d group-spread=%g placement=%d/%d/%g "+
+	return fmt.Sprintf("policy=%s load-signal=%s load-factor=%g min-bound=%d group-spread=%g group-memory=%g placement=%d/%d/%g "+
 		"kv-average=%t kv-min-bound=%d kv-capacity-factor=%g kv-load-factor=%g kv-scrape=%t kv-capacity=%s "+
 		"prefix-chars=%d prompt-chars=%d shared-chars=%d sketch=%t sketch-fanout=%d session-header=%q",
-		c.Policy, c.Ring.Signal, c.Ring.LoadFactor, c.Ring.MinBound, c.Ring.GroupSpread, p.Partitions, p.Replicas, p.Load,
+		c.Policy, c.Ring.Signal, c.Ring.LoadFactor, c.Ring.MinBound, c.Ring.GroupSpread, c.Ring.GroupMemory, p.Partitions, p.Replicas, p.Load,
 		c.Ring.KVAverage, c.Ring.KVMinBound, c.Ring.KVCapacityFactor, c.Ring.KVLoadFactor, c.KV.Scrape, c.KV.Capacity,
 		c.Key.MaxChars, c.Key.PromptChars, c.Key.SharedChars, c.Sketch.Enabled, fanout, c.Proxy.SessionHeader)
 }

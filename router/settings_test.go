@@ -94,6 +94,7 @@ func TestSettingsSummaryNamesWhatMustMatch(t *testing.T) {
 		"min bound":     func(c *Config) { c.Ring.MinBound = 4 },
 		"placement":     func(c *Config) { c.Ring.Placement.Partitions++ },
 		"group spread":  func(c *Config) { c.Ring.GroupSpread = 2 },
+		"group memory":  func(c *Config) { c.Ring.GroupMemory = 0.5 },
 		"kv average":    func(c *Config) { c.Ring.KVAverage = !c.Ring.KVAverage },
 		"kv min bound":  func(c *Config) { c.Ring.KVMinBound = 9 },
 		"kv scrape":     func(c *Config) { c.KV.Scrape = !c.KV.Scrape },

@@ -46,6 +46,7 @@ func serveFlags() []cli.Flag {
 		&cli.IntFlag{Name: "prompt-chars", Value: prefix.DefaultConfig().PromptChars, EnvVars: env("prompt-chars"), Usage: "how much of a completions prompt the affinity key reads after the shared prefix it skips, in characters"},
 		&cli.IntFlag{Name: "shared-chars", Value: prefix.DefaultConfig().SharedChars, EnvVars: env("shared-chars"), Usage: "the longest shared prefix (a system prompt, RAG preamble, few-shot block at the top of a prompt) the key skips, in characters"},
 		&cli.Float64Flag{Name: "group-spread", Value: rd.GroupSpread, EnvVars: env("group-spread"), Usage: "keep a shared prefix (system prompt, tools, shared preamble) on as few endpoints as hold its traffic to 1/this of each one's fair share (a group with share s of the requests goes to about this*n*s of n endpoints; needs --sketch); 0: off"},
+		&cli.Float64Flag{Name: "group-memory", Value: rd.GroupMemory, EnvVars: env("group-memory"), Usage: "where every engine's KV capacity is known, let the copies of a shared prefix take at most this share of the memory its traffic earns: a group with share s of the requests and a shared part of L tokens goes to at most this*s*C/L endpoints, C the fleet's KV capacity (so all groups' copies together take at most this share of it); 0: no cap"},
 		&cli.BoolFlag{Name: "sketch", Value: true, EnvVars: env("sketch"), Usage: "learn shared prefixes from the traffic (a prefix continued in --sketch-fanout ways) and key past them; gossiped, so every replica keys alike"},
 		&cli.IntFlag{Name: "sketch-fanout", Value: 4, EnvVars: env("sketch-fanout"), Usage: "distinct continuations that make a prompt prefix shared"},
 		&cli.DurationFlag{Name: "sketch-epoch", Value: 10 * time.Minute, EnvVars: env("sketch-epoch"), Usage: "the sketch forgets a prefix not seen for two epochs"},
@@ -119,7 +120,7 @@ func ringConfig(c *cli.Context) (ring.Config, error) {
 	if rc.Signal, err = ring.ParseSignal(c.String("load-signal")); err != nil {
 		return rc, fmt.Errorf("--load-signal: %w", err)
 	}
-	rc.LoadFactor, rc.GroupSpread = c.Float64("load-factor"), c.Float64("group-spread")
+	rc.LoadFactor, rc.GroupSpread, rc.GroupMemory = c.Float64("load-factor"), c.Float64("group-spread"), c.Float64("group-memory")
 	rc.KVAverage, rc.KVMinBound = c.Bool("kv-average"), c.Int64("kv-min-bound")
 	rc.KVCapacityFactor, rc.KVLoadFactor = c.Float64("kv-capacity-factor"), c.Float64("kv-load-factor")
 	switch {
@@ -176,6 +177,9 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 	cfg.GossipStrictSettings = c.Bool("gossip-strict-settings")
 	if cfg.Ring.GroupSpread > 0 && !cfg.Sketch.Enabled && c.IsSet("group-spread") {
 		warnings = append(warnings, "--group-spread has no effect with --sketch=false (groups come from the sketch)")
+	}
+	if c.IsSet("group-memory") && cfg.Ring.GroupMemory > 0 && (cfg.Ring.GroupSpread <= 0 || !cfg.Sketch.Enabled) {
+		warnings = append(warnings, "--group-memory has no effect without --group-spread and the sketch (it caps a group's spread)")
 	}
 	cfg.Workers.Mode = c.String("workers-api")
 	if cfg.Workers.Token, err = adminToken(c); err != nil {

@@ -29,7 +29,8 @@ func runServeFlags(t *testing.T, args ...string) (cfg router.Config, warnings []
 
 // Flags that cannot act are said at start, not silently ignored: the gossip
 // flags without --gossip-bind (refused where they would change who routes
-// where, warned about otherwise), --group-spread with the sketch off; and
+// where, warned about otherwise), --group-spread with the sketch off,
+// --group-memory with no group spread to cap; and
 // gossip without a key refuses to start unless --gossip-insecure.
 func TestServeFlagsSayWhatCannotAct(t *testing.T) {
 	if _, w, err := runServeFlags(t); err != nil || len(w) != 0 {
@@ -61,6 +62,15 @@ func TestServeFlagsSayWhatCannotAct(t *testing.T) {
 	}
 	if _, w, _ := runServeFlags(t, "--sketch=false", "--group-spread=4"); len(w) != 1 || !strings.Contains(w[0], "--group-spread") {
 		t.Errorf("--group-spread with the sketch off: %v", w)
+	}
+	if _, w, _ := runServeFlags(t, "--group-spread=0", "--group-memory=0.5"); len(w) != 1 || !strings.Contains(w[0], "--group-memory") {
+		t.Errorf("--group-memory with the group spread off: %v", w)
+	}
+	if cfg, w, err := runServeFlags(t, "--group-memory=0.5"); err != nil || len(w) != 0 || cfg.Ring.GroupMemory != 0.5 {
+		t.Errorf("--group-memory=0.5: %v %v %v", cfg.Ring.GroupMemory, w, err)
+	}
+	if _, _, err := runServeFlags(t, "--group-memory=-1"); err == nil || !strings.Contains(err.Error(), "group memory") {
+		t.Errorf("--group-memory=-1: %v", err)
 	}
 	if _, _, err := runServeFlags(t, "--gossip-bind=127.0.0.1:0"); !errors.Is(err, router.ErrGossipKeyMissing) {
 		t.Errorf("gossip without a key: %v", err)

@@ -91,6 +91,9 @@ type Config struct {
 	// KVLoadFactor is serve's --kv-load-factor (0: the default;
 	// ring.Config.KVLoadFactor).
 	KVLoadFactor float64
+	// GroupMemory is serve's --group-memory (0: the default,
+	// ring.DefaultGroupMemory; below 0: no cap, serve's 0).
+	GroupMemory float64
 	// Workers runs that many simulations at once (0: GOMAXPROCS).
 	Workers int
 	// Progress, when set, is called after each run with done and total.
@@ -263,6 +266,9 @@ func (c Config) Validate() error {
 func (c Config) ring() ring.Config {
 	rc := ring.DefaultConfig()
 	rc.KVAverage, rc.KVMinBound, rc.KVCapacityFactor, rc.KVLoadFactor = c.KVAverage, c.KVMinBound, c.KVCapacityFactor, c.KVLoadFactor
+	if c.GroupMemory != 0 {
+		rc.GroupMemory = max(c.GroupMemory, 0)
+	}
 	return rc
 }
 
