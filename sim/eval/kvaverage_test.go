@@ -5,9 +5,9 @@ import (
 	"testing"
 )
 
-// demoSpill runs the demo's shape on its 1000-block engines, seed 1,
-// with cfg's KV settings, and returns chwbl's spill rate.
-func demoSpill(t *testing.T, cfg Config) float64 {
+// demoRun runs the demo's shape on its 1000-block engines, seed 1, with
+// cfg's KV settings, and returns chwbl's result.
+func demoRun(t *testing.T, cfg Config) Result {
 	t.Helper()
 	cfg.Grids, cfg.Seed, cfg.KVBlocks = []Grid{DemoGrid([]string{"chwbl"})}, 1, DemoKVBlocks
 	res, err := Run(cfg)
@@ -17,8 +17,11 @@ func demoSpill(t *testing.T, cfg Config) float64 {
 	if len(res) != 1 || res[0].Errors != 0 {
 		t.Fatalf("%+v", res)
 	}
-	return res[0].SpillRate
+	return res[0]
 }
+
+// demoSpill is demoRun's spill rate.
+func demoSpill(t *testing.T, cfg Config) float64 { return demoRun(t, cfg).SpillRate }
 
 // With the engines' KV capacity hidden, K bounds nothing unless KVAverage
 // bounds it by c·average: on the demo's small engines, where K decides,
@@ -68,19 +71,7 @@ func TestKVLoadFactorReachesTheRouters(t *testing.T) {
 // against 0.686 at seed 1); a negative GroupMemory is no cap, and the
 // eval refuses NaN.
 func TestGroupMemoryReachesTheRouters(t *testing.T) {
-	hit := func(cfg Config) float64 {
-		t.Helper()
-		cfg.Grids, cfg.Seed, cfg.KVBlocks = []Grid{DemoGrid([]string{"chwbl"})}, 1, DemoKVBlocks
-		res, err := Run(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res) != 1 || res[0].Errors != 0 {
-			t.Fatalf("%+v", res)
-		}
-		return res[0].HitRate
-	}
-	capped, uncapped := hit(Config{}), hit(Config{GroupMemory: -1})
+	capped, uncapped := demoRun(t, Config{}).HitRate, demoRun(t, Config{GroupMemory: -1}).HitRate
 	if !(capped > uncapped+0.02) {
 		t.Fatalf("hit with the default group memory %.3f, with no cap %.3f: want the cap to keep more prompts cached", capped, uncapped)
 	}
