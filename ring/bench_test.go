@@ -70,3 +70,36 @@ func benchBalancer(b *testing.B, n int) *Balancer {
 	}
 	return bal
 }
+
+// BenchmarkAcquireGrouped is BenchmarkAcquire for a request of a group
+// (the balancer's default config; requests of 1000 tokens): one of
+// unknown share whose shared part is short, placed by its key over the
+// whole fleet (byKey), and one of known share 1/64, a set of about
+// 8·n/64 endpoints. Both rank endpoints by rendezvous hashes, O(n log n)
+// a pick where the ring's walk is O(1) in the common case.
+func BenchmarkAcquireGrouped(b *testing.B) {
+	for _, share := range []float64{0, 1.0 / 64} {
+		for _, n := range []int{8, 64, 512} {
+			b.Run(fmt.Sprintf("share=%g/endpoints=%d", share, n), func(b *testing.B) {
+				bal, err := NewBalancer(DefaultConfig())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := bal.SetEndpoints(fleet(n, 0)); err != nil {
+					b.Fatal(err)
+				}
+				keys := randomKeys(1, 4096)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; b.Loop(); i++ {
+					l, err := bal.Acquire(Request{Key: keys[i&4095], Keyed: true, Group: keys[(i>>3)&4095], GroupShare: share,
+						SharedTokens: 200, Tokens: 1000})
+					if err != nil {
+						b.Fatal(err)
+					}
+					l.Release()
+				}
+			})
+		}
+	}
+}
