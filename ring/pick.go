@@ -311,11 +311,7 @@ func (r *Ring) followed(req Request, pw *weights, s *State, hw, hlimit int64) (i
 // its group is spread, else its ring home.
 func (r *Ring) homeOf(req Request, pw *weights, s *State) int {
 	if req.Group != 0 && pw.spread > 0 {
-		var buf [64]int
-		if o := r.groupedOrder(req, pw.spread, s, buf[:0]); len(o) > 0 {
-			return o[0]
-		}
-		return -1
+		return r.groupedHome(req, pw.spread, s)
 	}
 	return r.Home(req.Key)
 }

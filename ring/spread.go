@@ -117,17 +117,52 @@ func (r *Ring) groupedOrder(req Request, spread float64, s *State, dst []int) []
 	return dst
 }
 
+// groupedHome is groupedOrder's first endpoint, found without ordering
+// the rest: the set's member of highest key hash, the set being every
+// usable endpoint whose u is below p, or the one of least u when none
+// is. One or two hashes an endpoint and no sort: a pick whose home takes
+// it costs O(n), and only a spill pays for the whole order
+// (BenchmarkAcquireGrouped). -1: no usable endpoint.
+func (r *Ring) groupedHome(req Request, spread float64, s *State) int {
+	p := spread / float64(max(s.nHealthy, 1))
+	home, homeHash := -1, uint64(0)
+	least, leastHash := -1, uint64(0) // the usable endpoint of least u
+	better := func(i int, h uint64, j int, hj uint64) bool { return j < 0 || h > hj || h == hj && i < j }
+	for i, id := range r.ids {
+		if !s.usable(r, i, req.Exclude) {
+			continue
+		}
+		if p < 1 { // else every usable endpoint is in the set: u < 1 <= p
+			g := rendezvous(tagGroup, req.Group, id)
+			if better(i, g, least, leastHash) {
+				least, leastHash = i, g
+			}
+			if 1-unitInterval(g) >= p {
+				continue
+			}
+		}
+		if k := rendezvous(tagKey, req.Key, id); better(i, k, home, homeHash) {
+			home, homeHash = i, k
+		}
+	}
+	if home < 0 {
+		return least
+	}
+	return home
+}
+
 // pickGrouped is Pick for a request whose Group is spread over Spread
 // endpoints: the first of groupedOrder within the bound (the first at the
 // home's bound), else the least loaded.
 func (r *Ring) pickGrouped(req Request, pw *weights, s *State, w, limit, hw, hlimit int64) (int, Decision, error) {
+	home := r.groupedHome(req, pw.spread, s)
+	if home >= 0 && s.fits(r, home, hw, hlimit, pw, req.Group) {
+		return home, DecisionHome, nil
+	}
 	var buf [64]int
 	for k, i := range r.groupedOrder(req, pw.spread, s, buf[:0]) {
 		if k == 0 {
-			if s.fits(r, i, hw, hlimit, pw, req.Group) {
-				return i, DecisionHome, nil
-			}
-			continue
+			continue // the home, which did not fit
 		}
 		if s.fits(r, i, w, limit, pw, req.Group) {
 			return i, DecisionSpill, nil

@@ -420,3 +420,34 @@ func TestGroupMemoryMovementAddNinth(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupedHomeIsTheOrdersFirst: the home a pick tries without ordering
+// the fleet (groupedHome) is groupedOrder's first, over random fleets,
+// health, excluded endpoints and spreads from the least (one endpoint)
+// to the whole fleet (byKey).
+func TestGroupedHomeIsTheOrdersFirst(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 0x40e))
+	spreads := []float64{rareSpread, 0.3, 1, 1.7, 3, 5.5, 8, 12, byKey}
+	for trial := range 300 {
+		n := 1 + rng.IntN(40)
+		ids := randomFleet(rng, n)
+		r := mustRing(t, ids)
+		healthy := make([]bool, n)
+		for i := range healthy {
+			healthy[i] = rng.IntN(5) > 0
+		}
+		s := NewState(r, healthy, nil, Bound{LoadFactor: 1.25})
+		req := Request{Key: rng.Uint64(), Keyed: true, Group: rng.Uint64()}
+		if rng.IntN(4) == 0 {
+			req.Exclude = []string{ids[rng.IntN(n)]}
+		}
+		spread := spreads[trial%len(spreads)]
+		want := -1
+		if o := r.groupedOrder(req, spread, s, nil); len(o) > 0 {
+			want = o[0]
+		}
+		if got := r.groupedHome(req, spread, s); got != want {
+			t.Fatalf("trial %d (n %d, spread %v, healthy %v, exclude %v): groupedHome %d, groupedOrder's first %d", trial, n, spread, healthy, req.Exclude, got, want)
+		}
+	}
+}
