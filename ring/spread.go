@@ -153,19 +153,31 @@ func (r *Ring) groupedHome(req Request, spread float64, s *State) int {
 
 // pickGrouped is Pick for a request whose Group is spread over Spread
 // endpoints: the first of groupedOrder within the bound (the first at the
-// home's bound), else the least loaded.
+// home's bound), else the least loaded. As on the ring, a request whose
+// home it excludes (a retry after the home failed) has no home: it walks
+// the order from its first usable endpoint at the walk's bound, and what
+// takes it is a fallback, not its home or a spill.
 func (r *Ring) pickGrouped(req Request, pw *weights, s *State, w, limit, hw, hlimit int64) (int, Decision, error) {
 	home := r.groupedHome(req, pw.spread, s)
-	if home >= 0 && s.fits(r, home, hw, hlimit, pw, req.Group) {
+	homeUsable := home >= 0
+	if len(req.Exclude) > 0 {
+		all := req
+		all.Exclude = nil
+		homeUsable = homeUsable && r.groupedHome(all, pw.spread, s) == home
+	}
+	if homeUsable && s.fits(r, home, hw, hlimit, pw, req.Group) {
 		return home, DecisionHome, nil
 	}
 	var buf [64]int
 	for k, i := range r.groupedOrder(req, pw.spread, s, buf[:0]) {
-		if k == 0 {
+		if k == 0 && homeUsable {
 			continue // the home, which did not fit
 		}
 		if s.fits(r, i, w, limit, pw, req.Group) {
-			return i, DecisionSpill, nil
+			if homeUsable {
+				return i, DecisionSpill, nil
+			}
+			return i, DecisionFallback, nil
 		}
 	}
 	i := r.leastLoaded(req, s)

@@ -451,3 +451,51 @@ func TestGroupedHomeIsTheOrdersFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupedRetryWithoutItsHomeIsAFallback: a grouped request whose home
+// its retry excludes (the proxy's Request.Exclude after the home failed)
+// goes to the next endpoint of its group's order as a fallback, as a
+// ring-placed request does, not as its home; excluding another endpoint
+// leaves it home. Before, the grouped path ranked only the endpoints left
+// and called the first of them home.
+func TestGroupedRetryWithoutItsHomeIsAFallback(t *testing.T) {
+	b := tokensBalancer(t, DefaultConfig(), fleet(8, 0)...)
+	for _, c := range []struct {
+		name  string
+		share float64
+	}{{"placed by its key (unknown share)", 0}, {"known share 1/16", 1.0 / 16}, {"known share 1/2", 0.5}} {
+		for k := range uint64(50) {
+			req := Request{Key: k*0x9e3779b97f4a7c15 + 1, Keyed: true, Group: 7, GroupShare: c.share, SharedTokens: 200, Tokens: 300}
+			first, err := b.Acquire(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first.Release()
+			if first.Decision != DecisionHome {
+				t.Fatalf("%s, key %d: unloaded pick %v, want home", c.name, k, first.Decision)
+			}
+			other := fleet(8, 0)[0]
+			if other == first.Endpoint {
+				other = fleet(8, 0)[1]
+			}
+			for _, tc := range []struct {
+				exclude string
+				want    Decision
+			}{{first.Endpoint, DecisionFallback}, {other, DecisionHome}} {
+				retry := req
+				retry.Exclude = []string{tc.exclude}
+				l, err := b.Acquire(retry)
+				if err != nil {
+					t.Fatal(err)
+				}
+				l.Release()
+				if l.Decision != tc.want || l.Endpoint == tc.exclude {
+					t.Fatalf("%s, key %d, home %s, excluding %s: went to %s as %v, want %v elsewhere", c.name, k, first.Endpoint, tc.exclude, l.Endpoint, l.Decision, tc.want)
+				}
+				if tc.want == DecisionHome && l.Endpoint != first.Endpoint {
+					t.Fatalf("%s, key %d: excluding %s moved the request from its home %s to %s", c.name, k, tc.exclude, first.Endpoint, l.Endpoint)
+				}
+			}
+		}
+	}
+}
