@@ -74,14 +74,30 @@ var spreadShares = []float64{0.01, 0.015, 0.03, 0.05, 0.1, 0.11, 0.12, 0.5}
 
 // TestGroupSpreadMovementAddNinth: adding a 9th endpoint to 8 moves near
 // 1/9 of grouped picks at every group share, as it moves 1/9 of bare homes
-// (TestMovementAddNinthAcrossFleets), worst over 30 random fleets.
+// (TestMovementAddNinthAcrossFleets), worst over 30 random fleets; and
+// so it does where GroupMemory caps the spread (8 · 16384-token caches,
+// a 1024-token shared part): the cap, GroupMemory·s·C/L, grows with C
+// as n does, so each endpoint's chance to be in a group's set stays
+// where it was.
 func TestGroupSpreadMovementAddNinth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds 60 rings")
 	}
-	const fleets, limit = 30, 0.14
+	const fleets, limit, capacity, shared = 30, 0.14, 16384, 1024
 	groups, keys := groupKeys(11, 1000, 2)
+	cfg := DefaultConfig()
+	capped := func(share float64, n int) spreadReq {
+		req := Request{Keyed: true, Group: 1, GroupShare: share, SharedTokens: shared}
+		return spreadReq{req, cfg.spread(req, n, int64(n)*capacity)}
+	}
+	cappedShares := []float64{0.01, 0.05, 0.125, 0.2}
+	for _, s := range cappedShares {
+		if uncapped := cfg.spread(Request{Group: 1, GroupShare: s}, 8, 0); capped(s, 8).spread >= uncapped {
+			t.Fatalf("share %v: GroupMemory does not bind (%.2f against %.2f); the test needs it to", s, capped(s, 8).spread, uncapped)
+		}
+	}
 	worst := make([]float64, len(spreadShares))
+	worstCapped := make([]float64, len(cappedShares))
 	for set := range fleets {
 		rng := rand.New(rand.NewPCG(uint64(set), 0x9))
 		ids := randomFleet(rng, 9)
@@ -90,11 +106,20 @@ func TestGroupSpreadMovementAddNinth(t *testing.T) {
 			f := movedPicks(eight, nine, groupSpread(s, 8), groupSpread(s, 9), groups, keys)
 			worst[j] = max(worst[j], f)
 		}
+		for j, s := range cappedShares {
+			worstCapped[j] = max(worstCapped[j], movedPicks(eight, nine, capped(s, 8), capped(s, 9), groups, keys))
+		}
 	}
 	for j, s := range spreadShares {
 		t.Logf("share %.3f: spread %.2f -> %.2f, worst moved %.3f", s, groupSpread(s, 8).spread, groupSpread(s, 9).spread, worst[j])
 		if worst[j] > limit {
 			t.Errorf("share %.3f: adding a 9th endpoint moved %.3f of picks (worst of %d fleets), limit %.2f", s, worst[j], fleets, limit)
+		}
+	}
+	for j, s := range cappedShares {
+		t.Logf("share %.3f, capped by memory: spread %.2f -> %.2f, worst moved %.3f", s, capped(s, 8).spread, capped(s, 9).spread, worstCapped[j])
+		if worstCapped[j] > limit {
+			t.Errorf("share %.3f, capped by memory: adding a 9th endpoint moved %.3f of picks (worst of %d fleets), limit %.2f", s, worstCapped[j], fleets, limit)
 		}
 	}
 }
@@ -391,36 +416,6 @@ func TestGroupMemoryCapsSpread(t *testing.T) {
 	}
 }
 
-// TestGroupMemoryMovementAddNinth: where GroupMemory binds, adding a 9th
-// endpoint of the same capacity moves near 1/9 of grouped picks, as
-// GroupSpread alone does (TestGroupSpreadMovementAddNinth): the cap,
-// GroupMemory·s·C/L, grows with C as n does, so each endpoint's chance
-// to be in a group's set stays where it was.
-func TestGroupMemoryMovementAddNinth(t *testing.T) {
-	const fleets, limit, capacity, shared = 30, 0.14, 16384, 1024
-	groups, keys := groupKeys(17, 1000, 2)
-	cfg := DefaultConfig()
-	at := func(share float64, n int) spreadReq {
-		req := Request{Keyed: true, Group: 1, GroupShare: share, SharedTokens: shared}
-		return spreadReq{req, cfg.spread(req, n, int64(n)*capacity)}
-	}
-	for _, s := range []float64{0.01, 0.05, 0.125, 0.2} {
-		if uncapped := cfg.spread(Request{Group: 1, GroupShare: s}, 8, 0); at(s, 8).spread >= uncapped {
-			t.Fatalf("share %v: GroupMemory does not bind (%.2f against %.2f); the test needs it to", s, at(s, 8).spread, uncapped)
-		}
-		worst := 0.0
-		for set := range fleets {
-			rng := rand.New(rand.NewPCG(uint64(set), 0x11))
-			ids := randomFleet(rng, 9)
-			worst = max(worst, movedPicks(mustRing(t, ids[:8]), mustRing(t, ids), at(s, 8), at(s, 9), groups, keys))
-		}
-		t.Logf("share %.3f: spread %.2f -> %.2f, worst moved %.3f", s, at(s, 8).spread, at(s, 9).spread, worst)
-		if worst > limit {
-			t.Errorf("share %.3f: adding a 9th endpoint moved %.3f of picks (worst of %d fleets), limit %.2f", s, worst, fleets, limit)
-		}
-	}
-}
-
 // TestGroupedHomeIsTheOrdersFirst: the home a pick tries without ordering
 // the fleet (groupedHome) is groupedOrder's first, over random fleets,
 // health, excluded endpoints and spreads from the least (one endpoint)
@@ -428,10 +423,14 @@ func TestGroupMemoryMovementAddNinth(t *testing.T) {
 func TestGroupedHomeIsTheOrdersFirst(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 0x40e))
 	spreads := []float64{rareSpread, 0.3, 1, 1.7, 3, 5.5, 8, 12, byKey}
+	var r *Ring
+	var ids []string
 	for trial := range 300 {
-		n := 1 + rng.IntN(40)
-		ids := randomFleet(rng, n)
-		r := mustRing(t, ids)
+		if trial%10 == 0 { // a new fleet every ten trials: ring builds are what cost
+			ids = randomFleet(rng, 1+rng.IntN(40))
+			r = mustRing(t, ids)
+		}
+		n := len(ids)
 		healthy := make([]bool, n)
 		for i := range healthy {
 			healthy[i] = rng.IntN(5) > 0
