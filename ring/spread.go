@@ -125,30 +125,30 @@ func (r *Ring) groupedOrder(req Request, spread float64, s *State, dst []int) []
 // (BenchmarkAcquireGrouped). -1: no usable endpoint.
 func (r *Ring) groupedHome(req Request, spread float64, s *State) int {
 	p := spread / float64(max(s.nHealthy, 1))
-	home, homeHash := -1, uint64(0)
-	least, leastHash := -1, uint64(0) // the usable endpoint of least u
-	better := func(i int, h uint64, j int, hj uint64) bool { return j < 0 || h > hj || h == hj && i < j }
+	home, least := ranked{i: -1}, ranked{i: -1} // least: the usable endpoint of least u
+	// first reports whether e ranks before best, byHash's order.
+	first := func(e, best ranked) bool { return best.i < 0 || byHash(e, best) < 0 }
 	for i, id := range r.ids {
 		if !s.usable(r, i, req.Exclude) {
 			continue
 		}
 		if p < 1 { // else every usable endpoint is in the set: u < 1 <= p
-			g := rendezvous(tagGroup, req.Group, id)
-			if better(i, g, least, leastHash) {
-				least, leastHash = i, g
+			g := ranked{i, rendezvous(tagGroup, req.Group, id)}
+			if first(g, least) {
+				least = g
 			}
-			if 1-unitInterval(g) >= p {
+			if 1-unitInterval(g.hash) >= p {
 				continue
 			}
 		}
-		if k := rendezvous(tagKey, req.Key, id); better(i, k, home, homeHash) {
-			home, homeHash = i, k
+		if k := (ranked{i, rendezvous(tagKey, req.Key, id)}); first(k, home) {
+			home = k
 		}
 	}
-	if home < 0 {
-		return least
+	if home.i < 0 {
+		return least.i
 	}
-	return home
+	return home.i
 }
 
 // pickGrouped is Pick for a request whose Group is spread over Spread
@@ -158,13 +158,12 @@ func (r *Ring) groupedHome(req Request, spread float64, s *State) int {
 // the order from its first usable endpoint at the walk's bound, and what
 // takes it is a fallback, not its home or a spill.
 func (r *Ring) pickGrouped(req Request, pw *weights, s *State, w, limit, hw, hlimit int64) (int, Decision, error) {
-	home := r.groupedHome(req, pw.spread, s)
-	homeUsable := home >= 0
-	if len(req.Exclude) > 0 {
-		all := req
-		all.Exclude = nil
-		homeUsable = homeUsable && r.groupedHome(all, pw.spread, s) == home
-	}
+	// The home over every healthy endpoint, as the ring's walk finds it
+	// before it skips the ones the request excludes.
+	nominal := req
+	nominal.Exclude = nil
+	home := r.groupedHome(nominal, pw.spread, s)
+	homeUsable := home >= 0 && !slices.Contains(req.Exclude, r.ids[home])
 	if homeUsable && s.fits(r, home, hw, hlimit, pw, req.Group) {
 		return home, DecisionHome, nil
 	}
