@@ -175,11 +175,16 @@ const rareSpread = math.SmallestNonzeroFloat64
 // which a group of unknown share is kept on one endpoint: a part that
 // fills the key's whole window on it (prefix.DefaultMaxChars, 4096
 // characters). Chosen on the study's seeds (docs/study.md, "The first
-// burst"): the demo's 1024-token system prompts, agentic's tool sets and
-// shared-prefix's 2048-token prompts gain from it; the multi-turn
-// workload's 200-token ones lost (64 conversations at once: p99 TTFT up
-// to 1.68x round-robin's kept together, 0.98x by key), and so did the
+// burst"): the demo's 1024-token system prompts and shared-prefix's
+// 2048-token prompts gain from it. Shorter parts lost: the multi-turn
+// workload's 200-token system prompts (64 conversations at once: p99
+// TTFT up to 1.68x round-robin's kept together, 0.98x by key) and the
 // Mooncake trace's 512-token first block, which every request shares
 // (its first 300 requests: mean 1.10x round-robin's kept together,
-// 0.68x by key).
+// 0.68x by key). Agentic's 3000-token tool sets lose too since [byKey]
+// ranks a keyed group as its known set will be: each carries a quarter
+// of the traffic, so kept together they spill, and their loops move
+// when the shares arrive (all by key: H100 p99 0.12-0.20x round-robin's
+// against 0.37-0.64x; but the demo then lost, "Tried again at stop 28's
+// tree").
 const rareMinShared = 1024
