@@ -352,6 +352,26 @@ func (b *Balancer) lease(req Request, id string, d Decision, w, settle int64, pw
 	return Lease{Endpoint: id, Decision: d, h: b.inflight.acquire(id, w, settle, kv)}
 }
 
+// Peek returns where Acquire would send req now, counting nothing: what
+// /debug/ring shows and what the simulator's replicas compare, neither of
+// which may move the loads it looks at. An unkeyed request is peeked as
+// the next unkeyed Acquire would break its ties.
+func (b *Balancer) Peek(req Request) (string, Decision, error) {
+	s := b.snap.Load()
+	if s.ring == nil {
+		return "", DecisionFallback, ErrNoEndpoints
+	}
+	if !req.Keyed {
+		req.Key = b.unkeyed.Load() + 1
+	}
+	pw, _ := b.cfg.weights(req, s.state.nHealthy, s.state.kv.capTotal)
+	i, d, err := s.ring.pick(req, pw, s.state)
+	if err != nil {
+		return "", d, err
+	}
+	return s.ring.ids[i], d, nil
+}
+
 // Decide returns where req would go if the bound read loads, counting
 // nothing: what a replica with that view of the cluster would decide.
 func (b *Balancer) Decide(req Request, loads Loads) (string, Decision, error) {

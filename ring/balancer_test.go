@@ -2,6 +2,7 @@ package ring
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"testing"
@@ -211,6 +212,67 @@ func TestHotKeySpillsWithinBound(t *testing.T) {
 	}
 	for i := range leases {
 		leases[i].Release()
+	}
+}
+
+// TestPeekIsTheNextAcquire: Peek answers where Acquire would send the
+// request, for keyed, grouped and unkeyed requests while the held leases
+// push homes over the bound, and asking twice changes nothing (the
+// unkeyed tie-break counter included).
+func TestPeekIsTheNextAcquire(t *testing.T) {
+	b, err := NewBalancer(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetEndpoints(fleet(4, 0)); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 11))
+	var leases []Lease
+	decisions := map[Decision]int{}
+	for n := range 400 {
+		req := Request{Key: rng.Uint64N(8), Keyed: rng.IntN(5) > 0, Tokens: 500 + rng.Int64N(4000)}
+		if rng.IntN(2) == 0 {
+			req.Group, req.SharedTokens = 1+rng.Uint64N(3), 1200
+			req.GroupShare = []float64{0, 0.05, 0.3}[rng.IntN(3)]
+		}
+		id, d, err := b.Peek(req)
+		id2, d2, err2 := b.Peek(req)
+		if err != nil || err2 != nil || id != id2 || d != d2 {
+			t.Fatalf("request %d %+v: peeked %s %s %v, then %s %s %v", n, req, id, d, err, id2, d2, err2)
+		}
+		l, err := b.Acquire(req)
+		if err != nil || l.Endpoint != id || l.Decision != d {
+			t.Fatalf("request %d %+v: peeked %s %s, acquired %s %s %v", n, req, id, d, l.Endpoint, l.Decision, err)
+		}
+		decisions[d]++
+		leases = append(leases, l)
+		if rng.IntN(3) == 0 { // some requests end, so loads also fall
+			k := rng.IntN(len(leases))
+			leases[k].Release()
+			leases = append(leases[:k], leases[k+1:]...)
+		}
+	}
+	if decisions[DecisionHome] == 0 || decisions[DecisionSpill] == 0 || decisions[DecisionFallback] == 0 {
+		t.Fatalf("decisions %v: want homes, spills and unkeyed fallbacks", decisions)
+	}
+	for _, l := range leases {
+		l.Release()
+	}
+	// Idle endpoints tie, and an unkeyed request's tie-break moves on with
+	// every Acquire: Peek must break it as the next Acquire will.
+	seen := map[string]bool{}
+	for range 8 {
+		id, _, _ := b.Peek(Request{})
+		l, err := b.Acquire(Request{})
+		if err != nil || l.Endpoint != id {
+			t.Fatalf("idle fleet: peeked %s, acquired %s %v", id, l.Endpoint, err)
+		}
+		seen[id] = true
+		l.Release()
+	}
+	if len(seen) < 2 {
+		t.Fatalf("unkeyed picks on an idle fleet all went to %v: the tie-break did not move", seen)
 	}
 }
 

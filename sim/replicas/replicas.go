@@ -233,11 +233,7 @@ func (p *Picker) Acquire(req ring.Request) (ring.Lease, error) {
 		if j == i {
 			continue
 		}
-		l, err := r.bal.Acquire(req)
-		if err == nil {
-			l.Release()
-		}
-		if err != nil || l.Endpoint != lease.Endpoint {
+		if id, _, err := r.bal.Peek(req); err != nil || id != lease.Endpoint {
 			same = false
 		}
 	}
