@@ -353,7 +353,7 @@ func (b *Balancer) lease(req Request, id string, d Decision, w, settle int64, pw
 }
 
 // Peek returns where Acquire would send req now, counting nothing: what
-// /debug/ring shows and what the simulator's replicas compare, neither of
+// /debug/pick shows and what the simulator's replicas compare, neither of
 // which may move the loads it looks at. An unkeyed request is peeked as
 // the next unkeyed Acquire would break its ties.
 func (b *Balancer) Peek(req Request) (string, Decision, error) {
@@ -364,12 +364,7 @@ func (b *Balancer) Peek(req Request) (string, Decision, error) {
 	if !req.Keyed {
 		req.Key = b.unkeyed.Load() + 1
 	}
-	pw, _ := b.cfg.weights(req, s.state.nHealthy, s.state.kv.capTotal)
-	i, d, err := s.ring.pick(req, pw, s.state)
-	if err != nil {
-		return "", d, err
-	}
-	return s.ring.ids[i], d, nil
+	return b.decide(s, req, s.state)
 }
 
 // Decide returns where req would go if the bound read loads, counting
@@ -382,8 +377,13 @@ func (b *Balancer) Decide(req Request, loads Loads) (string, Decision, error) {
 	if !req.Keyed {
 		req.Key = 0
 	}
-	pw, _ := b.cfg.weights(req, s.state.nHealthy, s.state.kv.capTotal)
-	i, d, err := s.ring.pick(req, pw, b.newState(s, loads, s.kv))
+	return b.decide(s, req, b.newState(s, loads, s.kv))
+}
+
+// decide is a pick of req over s's ring in state st, counting nothing.
+func (b *Balancer) decide(s *snapshot, req Request, st *State) (string, Decision, error) {
+	pw, _ := b.cfg.weights(req, st.nHealthy, st.kv.capTotal)
+	i, d, err := s.ring.pick(req, pw, st)
 	if err != nil {
 		return "", d, err
 	}
