@@ -168,8 +168,8 @@ func (r *Ring) pickGrouped(req Request, pw *weights, s *State, w, limit, hw, hli
 		return home, DecisionHome, nil
 	}
 	var buf [64]int
-	for k, i := range r.groupedOrder(req, pw.spread, s, buf[:0]) {
-		if k == 0 && homeUsable {
+	for _, i := range r.groupedOrder(req, pw.spread, s, buf[:0]) {
+		if homeUsable && i == home {
 			continue // the home, which did not fit
 		}
 		if s.fits(r, i, w, limit, pw, req.Group) {
