@@ -61,10 +61,27 @@ type Message struct {
 }
 
 // RenderChat applies a Llama-3-like chat template and adds the assistant
-// header, so that the turns of one conversation share a prefix.
-func RenderChat(msgs []Message) string {
+// header, so that the turns of one conversation share a prefix. tools, a
+// JSON array of tool definitions or "", is rendered into the system block
+// after the system message's text, as real templates render a request's
+// "tools" into the prompt (Qwen 2.5's in the system message, Llama 3.1's
+// in the first user message): an engine prefills them with every request
+// and its prefix cache holds them like any other text. The block is
+// opened for them when the conversation has no system message.
+func RenderChat(msgs []Message, tools string) string {
 	var b strings.Builder
 	b.WriteString("<|begin_of_text|>")
+	if tools != "" && tools != "[]" {
+		b.WriteString("<|start_header_id|>system<|end_header_id|>\n\n")
+		if len(msgs) > 0 && msgs[0].Role == "system" {
+			b.WriteString(msgs[0].Content)
+			b.WriteString("\n\n")
+			msgs = msgs[1:]
+		}
+		b.WriteString("# Tools\n\n")
+		b.WriteString(tools)
+		b.WriteString("<|eot_id|>")
+	}
 	for _, m := range msgs {
 		b.WriteString("<|start_header_id|>")
 		b.WriteString(m.Role)

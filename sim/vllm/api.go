@@ -16,6 +16,7 @@ type apiRequest struct {
 	Model               string          `json:"model"`
 	Prompt              json.RawMessage `json:"prompt"`
 	Messages            []chatMessage   `json:"messages"`
+	Tools               json.RawMessage `json:"tools"`
 	MaxTokens           *int            `json:"max_tokens"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	N                   *int            `json:"n"`
@@ -58,7 +59,7 @@ func (s *Server) parse(body []byte, chat bool) (*parsed, *apiError) {
 	}
 	var err *apiError
 	if chat {
-		p.tokens, err = chatTokens(req.Messages)
+		p.tokens, err = chatTokens(req.Messages, req.Tools)
 	} else {
 		p.tokens, err = promptTokens(req.Prompt)
 	}
@@ -120,8 +121,11 @@ func tokenIDs(ids []int64) ([]uint32, *apiError) {
 	return out, nil
 }
 
-// chatTokens renders messages with the stand-in chat template.
-func chatTokens(msgs []chatMessage) ([]uint32, *apiError) {
+// chatTokens renders messages and tools with the stand-in chat template.
+// tools, when present and not null, must be a JSON array; it is rendered
+// compacted, as a template re-serializes it, so its whitespace in the
+// body does not change the prompt's tokens.
+func chatTokens(msgs []chatMessage, tools json.RawMessage) ([]uint32, *apiError) {
 	if len(msgs) == 0 {
 		return nil, badRequest("messages must not be empty")
 	}
@@ -136,7 +140,32 @@ func chatTokens(msgs []chatMessage) ([]uint32, *apiError) {
 		}
 		conv[i] = engine.Message{Role: m.Role, Content: text}
 	}
-	return engine.Tokenize(engine.RenderChat(conv)), nil
+	rendered, err := toolsText(tools)
+	if err != nil {
+		return nil, err
+	}
+	return engine.Tokenize(engine.RenderChat(conv, rendered)), nil
+}
+
+// toolsText is the text a chat's tools render to: "" for none (absent,
+// null or an empty array), else the array compacted.
+func toolsText(raw json.RawMessage) (string, *apiError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) != nil {
+		return "", badRequest("tools must be an array of tool definitions")
+	}
+	if len(list) == 0 {
+		return "", nil
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil { // Unmarshal accepted it: cannot fail
+		return "", badRequest("tools must be an array of tool definitions")
+	}
+	return b.String(), nil
 }
 
 // contentText flattens a message's content: a string or a list of parts,

@@ -90,6 +90,7 @@ func TestBadRequestsGetVLLMErrors(t *testing.T) {
 			{"/v1/chat/completions", `{"messages":[]}`, 400, "BadRequestError"},
 			{"/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "BadRequestError"},
 			{"/v1/chat/completions", `{"messages":[{"content":"x"}]}`, 400, "BadRequestError"},
+			{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"tools":{"type":"function"}}`, 400, "BadRequestError"},
 			{"/v1/nope", `{}`, 404, "NotFoundError"},
 		}
 		for _, c := range cases {
@@ -105,6 +106,37 @@ func TestBadRequestsGetVLLMErrors(t *testing.T) {
 		checkStatus(t, rec, http.StatusOK)
 		if u := decode[completionResponse](t, rec.Body).Usage; u.PromptTokens != 3 {
 			t.Fatalf("usage %+v", u)
+		}
+	})
+}
+
+// TestChatToolsArePrompt: a chat's tools are prefilled with its messages,
+// as a real template renders them; their layout in the body does not
+// change the prompt, and null or an empty list are no tools.
+func TestChatToolsArePrompt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := start(t, DefaultConfig())
+		prompt := func(tools string) int {
+			t.Helper()
+			body := `{"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"max_tokens":1` + tools + `}`
+			rec := do(s, http.MethodPost, "/v1/chat/completions", body)
+			checkStatus(t, rec, http.StatusOK)
+			return decode[chatResponse](t, rec.Body).Usage.PromptTokens
+		}
+		tools := `[{"type":"function","function":{"name":"lookup","description":"` + strings.Repeat("word ", 200) + `"}}]`
+		none := prompt("")
+		with := prompt(`,"tools":` + tools)
+		if with < none+len(tools)/4 {
+			t.Fatalf("%d prompt tokens with %d bytes of tools, %d without", with, len(tools), none)
+		}
+		spaced := strings.ReplaceAll(strings.ReplaceAll(tools, `":`, `": `), `,"`, `, "`)
+		if got := prompt(`,"tools": ` + spaced); got != with {
+			t.Fatalf("spaced tools: %d prompt tokens, compact %d", got, with)
+		}
+		for _, empty := range []string{`,"tools":null`, `,"tools":[]`} {
+			if got := prompt(empty); got != none {
+				t.Fatalf("%s: %d prompt tokens, want %d", empty, got, none)
+			}
 		}
 	})
 }

@@ -7,21 +7,36 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/prefixring/prefixring/sim/engine"
 	"github.com/prefixring/prefixring/sim/workload"
 )
 
-// TestWorkloadSessionsAgainstTheServer plays a conversation of each API
-// through the simulated server, feeding each answer back as a client does:
-// the server answers exactly workload.SimAnswer (so the fleet simulator,
-// which has no server, builds the same histories), and every later turn
-// finds the earlier turns in the prefix cache.
+// TestWorkloadSessionsAgainstTheServer plays a conversation of each API,
+// and an agent loop with tools, through the simulated server, feeding each
+// answer back as a client does: the server answers exactly
+// workload.SimAnswer and counts exactly the tokens of the call's
+// EngineText (so the fleet simulator, which has no server, builds the same
+// histories and prefills the same prompts, tools included), and every
+// later turn finds the earlier turns in the prefix cache.
 func TestWorkloadSessionsAgainstTheServer(t *testing.T) {
+	type play struct {
+		api      workload.API
+		sessions func() ([]workload.Session, error)
+	}
+	var plays []play
 	for _, api := range []workload.API{workload.Chat, workload.Completions} {
-		cfg := DefaultConfig()
-		s, _ := start(t, cfg)
 		w := workload.DefaultMultiTurn(api)
 		w.Conversations, w.Turns, w.OutputTokens = 1, 4, 8
-		ss, err := w.Sessions()
+		plays = append(plays, play{api, w.Sessions})
+	}
+	agent := workload.DefaultAgentic()
+	agent.Loops, agent.Steps, agent.OutputTokens = 1, 3, 8
+	plays = append(plays, play{workload.Chat, agent.Sessions})
+	for _, pl := range plays {
+		api := pl.api
+		cfg := DefaultConfig()
+		s, _ := start(t, cfg)
+		ss, err := pl.sessions()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,6 +64,12 @@ func TestWorkloadSessionsAgainstTheServer(t *testing.T) {
 			}
 			if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
 				t.Fatal(err)
+			}
+			if want := engine.CountTokens(c.EngineText()); resp.Usage.PromptTokens != want {
+				t.Fatalf("%s turn %d: %d prompt tokens, want the %d of EngineText", api, k, resp.Usage.PromptTokens, want)
+			}
+			if c.Tools != "" && resp.Usage.PromptTokens < engine.CountTokens(c.Tools) {
+				t.Fatalf("%s turn %d: %d prompt tokens, fewer than the tools' %d", api, k, resp.Usage.PromptTokens, engine.CountTokens(c.Tools))
 			}
 			answer := resp.Choices[0].Text + resp.Choices[0].Message.Content
 			if answer != workload.SimAnswer(c.MaxTokens) {

@@ -152,13 +152,13 @@ func (s *Session) Call(k int, answers []string) Call {
 func SimAnswer(n int) string { return engine.FillerText(0, n) }
 
 // EngineText is the text the engine tokenizes: the chat template applied to
-// the messages, or the prompt. (sim/vllm renders a chat request the same
-// way.)
+// the messages and tools, or the prompt. (sim/vllm renders a chat request
+// the same way.)
 func (c *Call) EngineText() string {
 	if c.API == Completions {
 		return c.Prompt
 	}
-	return engine.RenderChat(c.Messages)
+	return engine.RenderChat(c.Messages, c.Tools)
 }
 
 // Body is the JSON body of the call for model; stream asks for a stream
