@@ -12,7 +12,7 @@ import (
 // does. Blocks, which only some policies read, are the caller's.
 func RingRequest(route prefix.Route, bodyLen int, key prefix.Key) ring.Request {
 	req := ring.Request{Key: key.Hash, Keyed: key.Keyed, Group: key.Group, GroupShare: key.GroupShare,
-		SharedTokens: int64(key.SharedChars / 4), Tokens: int64(bodyLen / 4), NewKnown: route == prefix.RouteChat}
+		EarlyShare: key.EarlyShare, SharedTokens: int64(key.SharedChars / 4), Tokens: int64(bodyLen / 4), NewKnown: route == prefix.RouteChat}
 	if key.NewBytes >= 0 {
 		req.NewTokens = int64(key.NewBytes / 4)
 	}

@@ -61,6 +61,9 @@ type Key struct {
 	// GroupShare is the group key's share of the cluster's requests, as the
 	// table (Config.Common) learned it; 0 when unknown.
 	GroupShare float64
+	// EarlyShare says GroupShare is an early one, counted over fewer
+	// requests than a settled share (see [Shares]).
+	EarlyShare bool
 	// SharedChars is how much of the prompt the group key covers, in
 	// characters: a chat's tools and preamble as read, and the anchor's
 	// shared prefix; a completion's shared prefix.
@@ -100,6 +103,7 @@ func (k *Keyer) Request(route Route, body []byte, prefixes []uint64) (Key, error
 	if k.cfg.Common != nil {
 		key.SharedChars = r.shared(&k.cfg) * ChunkChars
 		key.GroupShare = k.cfg.Common.Share(key.Group)
+		key.EarlyShare = key.GroupShare > 0 && k.cfg.Common.EarlyShares()
 	}
 	if route == RouteChat {
 		key.SharedChars += r.toolsT.n + r.preamble.n

@@ -374,10 +374,17 @@ func TestSketchGroupShares(t *testing.T) {
 	if got := table.Share(9); got != 0.05 {
 		t.Fatalf("share of 9: %v, want 100/2000", got)
 	}
+	if table.EarlyShares() {
+		t.Fatal("2000 requests gave early shares")
+	}
 	few := a
 	few.Groups, few.Requests = []SummaryEntry{{Hash: 7, Count: 30}}, 100
+	if early := MergeRecords([]SketchRecord{few}); early.Share(7) != 0.3 || !early.EarlyShares() {
+		t.Fatalf("from 100 requests: share %v, early %v; want an early 0.3", early.Share(7), early.EarlyShares())
+	}
+	few.Groups, few.Requests = []SummaryEntry{{Hash: 7, Count: 3}}, 10
 	if got := MergeRecords([]SketchRecord{few}).Share(7); got != 0 {
-		t.Fatalf("a share of %v from 100 requests; want none below MinShareRequests", got)
+		t.Fatalf("a share of %v from 10 requests; want none below EarlyShareRequests", got)
 	}
 	if MergeRecords([]SketchRecord{b, a}).Share(7) != table.Share(7) {
 		t.Fatal("the merge depends on the order")

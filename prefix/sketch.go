@@ -17,7 +17,7 @@ import (
 // to update it, build a new one and swap in a new Keyer.
 type Common struct {
 	set    map[uint64]struct{}
-	shares map[uint64]float64 // group key -> share of requests; nil: none known
+	shares Shares
 }
 
 // NewCommon builds a table from prefix hashes.
@@ -31,7 +31,7 @@ func NewCommon(hashes []uint64) *Common {
 
 // WithShares returns a copy of c that also knows each group key's share of
 // the requests (see Key.GroupShare).
-func (c *Common) WithShares(shares map[uint64]float64) *Common {
+func (c *Common) WithShares(shares Shares) *Common {
 	out := &Common{shares: shares}
 	if c != nil {
 		out.set = c.set
@@ -44,8 +44,12 @@ func (c *Common) Share(g uint64) float64 {
 	if c == nil {
 		return 0
 	}
-	return c.shares[g]
+	return c.shares.Of[g]
 }
+
+// EarlyShares reports whether the table's shares are early ones (see
+// [Shares]).
+func (c *Common) EarlyShares() bool { return c != nil && c.shares.Early }
 
 // Len is the number of prefixes in the table.
 func (c *Common) Len() int {
@@ -305,15 +309,33 @@ type GroupCounts struct {
 }
 
 // MinShareRequests is how many requests the replicas' group counts must
-// cover, together, before MergeShares reports shares: fewer make shares
-// that move with every request, and every move of a group's spread moves
-// some of its conversations.
+// cover, together, before MergeShares reports settled shares: fewer make
+// shares that move with every request, and every move of a group's spread
+// moves some of its conversations.
 var MinShareRequests uint64 = 300
 
+// EarlyShareRequests is how many requests the replicas' group counts must
+// cover, together, before MergeShares reports early shares. Until the
+// shares settle, a group is held on one endpoint, which computes its
+// shared part once; the balancer takes an early share only for a group
+// that one endpoint's bound cannot hold (ring.Request.EarlyShare), and
+// such a group is seen early: a quarter of 32 requests is 8 of them.
+var EarlyShareRequests uint64 = 32
+
+// Shares is each group key's share of the requests the replicas counted.
+type Shares struct {
+	// Of maps a group key to its share; nil: none known.
+	Of map[uint64]float64
+	// Early: the counts cover at least EarlyShareRequests requests but
+	// fewer than MinShareRequests.
+	Early bool
+}
+
 // MergeShares unites replicas' group counts into each group key's share of
-// all their requests (none until they cover MinShareRequests). Like MergeSummaries it depends only on the set of
-// counts given, not on their order.
-func MergeShares(counts ...GroupCounts) map[uint64]float64 {
+// all their requests: none until they cover EarlyShareRequests, early ones
+// until they cover MinShareRequests. Like MergeSummaries it depends only
+// on the set of counts given, not on their order.
+func MergeShares(counts ...GroupCounts) Shares {
 	var total uint64
 	sum := map[uint64]uint64{}
 	for _, c := range counts {
@@ -322,12 +344,12 @@ func MergeShares(counts ...GroupCounts) map[uint64]float64 {
 			sum[g.Hash] += g.Count
 		}
 	}
-	if total < MinShareRequests {
-		return nil
+	if total < min(EarlyShareRequests, MinShareRequests) {
+		return Shares{}
 	}
 	out := make(map[uint64]float64, len(sum))
 	for g, n := range sum {
 		out[g] = min(float64(n)/float64(total), 1)
 	}
-	return out
+	return Shares{Of: out, Early: total < MinShareRequests}
 }

@@ -74,21 +74,26 @@ func TestSketchForgetsAndStaysBounded(t *testing.T) {
 	}
 }
 
-// MergeShares: nothing until the replicas' counts cover MinShareRequests
-// together; then each group's share of all their requests, whatever the
-// order of the counts.
+// MergeShares: nothing until the replicas' counts cover
+// EarlyShareRequests together, early shares until they cover
+// MinShareRequests, then settled ones; each group's share of all their
+// requests, whatever the order of the counts.
 func TestMergeShares(t *testing.T) {
+	few := GroupCounts{Groups: []SummaryEntry{{Hash: 1, Count: 10}}, Requests: EarlyShareRequests - 1}
+	if s := MergeShares(few); s.Of != nil || s.Early {
+		t.Fatalf("%d requests < %d gave shares %+v", few.Requests, EarlyShareRequests, s)
+	}
 	a := GroupCounts{Groups: []SummaryEntry{{Hash: 1, Count: 100}, {Hash: 2, Count: 20}}, Requests: 150}
 	b := GroupCounts{Groups: []SummaryEntry{{Hash: 1, Count: 50}}, Requests: 100}
-	if s := MergeShares(a, b); s != nil {
-		t.Fatalf("250 requests < %d gave shares %v", MinShareRequests, s)
+	if s := MergeShares(a, b); !s.Early || s.Of[1] != 150.0/250 || s.Of[2] != 20.0/250 {
+		t.Fatalf("250 requests < %d gave %+v, want early shares 1: 0.6, 2: 0.08", MinShareRequests, s)
 	}
 	c := GroupCounts{Groups: []SummaryEntry{{Hash: 2, Count: 40}}, Requests: 150}
 	abc, cba := MergeShares(a, b, c), MergeShares(c, b, a)
-	if !maps.Equal(abc, cba) {
-		t.Fatalf("order changed the shares: %v against %v", abc, cba)
+	if !maps.Equal(abc.Of, cba.Of) || abc.Early != cba.Early {
+		t.Fatalf("order changed the shares: %+v against %+v", abc, cba)
 	}
-	if abc[1] != 150.0/400 || abc[2] != 60.0/400 || len(abc) != 2 {
-		t.Fatalf("shares %v, want 1: 0.375, 2: 0.15", abc)
+	if abc.Of[1] != 150.0/400 || abc.Of[2] != 60.0/400 || len(abc.Of) != 2 || abc.Early {
+		t.Fatalf("shares %+v, want settled 1: 0.375, 2: 0.15", abc)
 	}
 }

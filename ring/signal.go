@@ -42,6 +42,7 @@ func ParseSignal(s string) (Signal, error) {
 // capTotal KV tokens together (0: not known for all), and in P once its
 // prefill is over (Settle).
 func (c Config) weights(req Request, n int, capTotal int64) (pw weights, settled int64) {
+	req.GroupShare = c.share(req, n)
 	pw.p, settled = 1, 1
 	if c.Signal == SignalTokens {
 		pw.p, settled = max(req.Tokens, 1), 0
@@ -67,6 +68,22 @@ func (c Config) weights(req Request, n int, capTotal int64) (pw weights, settled
 		pw.kv, pw.kvShared = req.Tokens-req.SharedTokens, req.SharedTokens
 	}
 	return pw, settled
+}
+
+// share is the share of req's group that a pick over n healthy endpoints
+// uses. An early share is used only for a group that is held on one
+// endpoint while its share is unknown (a shared part of at least
+// rareMinShared tokens) and is too common for that endpoint, share·n ≥ c:
+// it would overflow the endpoint, spill there, and then move when its
+// share settles (agentic's four tool sets, a quarter of the requests each
+// on 8 engines: docs/study.md, "Early shares"). Any other group is of
+// unknown share until its share settles: a group placed by its keys is
+// placed alike either way, and keeps the weights of one.
+func (c Config) share(req Request, n int) float64 {
+	if req.EarlyShare && (req.SharedTokens < rareMinShared || req.GroupShare*float64(n) < c.LoadFactor) {
+		return 0
+	}
+	return req.GroupShare
 }
 
 // laterTurn reports whether req continues a conversation past its

@@ -498,3 +498,50 @@ func TestGroupedRetryWithoutItsHomeIsAFallback(t *testing.T) {
 		}
 	}
 }
+
+// TestEarlyShareOnlyForAGroupOneEndpointCannotHold: an early share
+// (counted over fewer requests than a settled one) places a group as its
+// settled share would only when the group carries at least c/n of the
+// requests, more than the one endpoint it is held on while its share is
+// unknown may take; below that the group stays held, as if of unknown
+// share. The threshold follows n: a fifth of the requests is over it on 8
+// endpoints and under it on 4. A group placed by its keys (a short shared
+// part) keeps that placement, and its weights, until its share settles.
+func TestEarlyShareOnlyForAGroupOneEndpointCannotHold(t *testing.T) {
+	for _, c := range []struct {
+		n      int
+		share  float64
+		shared int64
+		taken  bool
+	}{{8, 0.25, 3000, true}, {8, 0.2, 3000, true}, {8, 0.1, 3000, false}, {4, 0.2, 3000, false}, {4, 0.35, 3000, true}, {8, 0.5, 200, false}} {
+		b := tokensBalancer(t, DefaultConfig(), fleet(c.n, 0)...)
+		places := map[string]bool{}
+		for k := range uint64(200) {
+			req := Request{Key: k*0x9e3779b97f4a7c15 + 1, Keyed: true, Group: 7, SharedTokens: c.shared, Tokens: c.shared + 500}
+			peek := func(share float64, early bool) string {
+				r := req
+				r.GroupShare, r.EarlyShare = share, early
+				id, d, err := b.Peek(r)
+				if err != nil || d != DecisionHome {
+					t.Fatalf("n %d, share %v, early %v, key %d: %s %v %v", c.n, share, early, k, id, d, err)
+				}
+				return id
+			}
+			early, want := peek(c.share, true), peek(0, false)
+			if c.taken {
+				want = peek(c.share, false)
+			}
+			if early != want {
+				t.Fatalf("n %d, early share %v, key %d: %s, want %s (taken %v)", c.n, c.share, k, early, want, c.taken)
+			}
+			places[early] = true
+		}
+		if held := len(places) == 1; held == c.taken && c.shared >= rareMinShared {
+			t.Fatalf("n %d, early share %v: 200 keys on %d endpoints (taken %v)", c.n, c.share, len(places), c.taken)
+		}
+		req := Request{Group: 7, GroupShare: c.share, EarlyShare: true, SharedTokens: c.shared}
+		if got, want := DefaultConfig().share(req, c.n), map[bool]float64{true: c.share}[c.taken]; got != want {
+			t.Fatalf("n %d, early share %v, shared part %d: the pick used a share of %v, want %v", c.n, c.share, c.shared, got, want)
+		}
+	}
+}
