@@ -42,7 +42,7 @@ func ParseSignal(s string) (Signal, error) {
 // capTotal KV tokens together (0: not known for all), and in P once its
 // prefill is over (Settle).
 func (c Config) weights(req Request, n int, capTotal int64) (pw weights, settled int64) {
-	req.GroupShare = c.share(req, n)
+	req.GroupShare = c.share(req, n, capTotal)
 	pw.p, settled = 1, 1
 	if c.Signal == SignalTokens {
 		pw.p, settled = max(req.Tokens, 1), 0
@@ -71,16 +71,28 @@ func (c Config) weights(req Request, n int, capTotal int64) (pw weights, settled
 }
 
 // share is the share of req's group that a pick over n healthy endpoints
-// uses. An early share is used only for a group that is held on one
-// endpoint while its share is unknown (a shared part of at least
-// rareMinShared tokens) and is too common for that endpoint, share·n ≥ c:
-// it would overflow the endpoint, spill there, and then move when its
-// share settles (agentic's four tool sets, a quarter of the requests each
-// on 8 engines: docs/study.md, "Early shares"). Any other group is of
+// of capTotal KV tokens uses. An early share is used only for a group
+// that is held on one endpoint while its share is unknown (a shared part
+// of at least rareMinShared tokens), is too common for that endpoint
+// (share·n ≥ c: it would overflow it, spill there, and then move when
+// its share settles; agentic's four tool sets, a quarter of the requests
+// each on 8 engines), and whose share spreads it over every endpoint
+// even if its shared part were the whole prompt. Such a spread stays
+// when the share settles, while a partial one, drawn from a share
+// counted over few requests, would move keys then. The whole prompt
+// stands in for the shared part in the memory cap because the router
+// reads at most its key's window of a long one (SharedTokens): with the
+// part as read, the small fleet's agentic tool sets took a copy on every
+// engine and lost (docs/study.md, "Early shares"). Any other group is of
 // unknown share until its share settles: a group placed by its keys is
 // placed alike either way, and keeps the weights of one.
-func (c Config) share(req Request, n int) float64 {
-	if req.EarlyShare && (req.SharedTokens < rareMinShared || req.GroupShare*float64(n) < c.LoadFactor) {
+func (c Config) share(req Request, n int, capTotal int64) float64 {
+	if !req.EarlyShare {
+		return req.GroupShare
+	}
+	whole := req
+	whole.SharedTokens = max(req.SharedTokens, req.Tokens)
+	if req.SharedTokens < rareMinShared || req.GroupShare*float64(n) < c.LoadFactor || c.spread(whole, n, capTotal) < float64(n) {
 		return 0
 	}
 	return req.GroupShare
@@ -198,10 +210,10 @@ const rareSpread = math.SmallestNonzeroFloat64
 // TTFT up to 1.68x round-robin's kept together, 0.98x by key) and the
 // Mooncake trace's 512-token first block, which every request shares
 // (its first 300 requests: mean 1.10x round-robin's kept together,
-// 0.68x by key). Agentic's 3000-token tool sets lose too since [byKey]
-// ranks a keyed group as its known set will be: each carries a quarter
-// of the traffic, so kept together they spill, and their loops move
-// when the shares arrive (all by key: H100 p99 0.12-0.20x round-robin's
-// against 0.37-0.64x; but the demo then lost, "Tried again at stop 28's
-// tree").
+// 0.68x by key). Agentic's 3700-token tool sets lost from being kept
+// together too, each a quarter of the traffic: they spilled, and their
+// loops moved when the shares arrived; placing every group by key
+// cost the demo its first burst ("Tried again at stop 28's tree").
+// Since stop 30 such a group takes an early share instead
+// ([Config.share]).
 const rareMinShared = 1024

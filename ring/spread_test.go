@@ -503,8 +503,8 @@ func TestGroupedRetryWithoutItsHomeIsAFallback(t *testing.T) {
 // (counted over fewer requests than a settled one) places a group as its
 // settled share would only when the group carries at least c/n of the
 // requests, more than the one endpoint it is held on while its share is
-// unknown may take; below that the group stays held, as if of unknown
-// share. The threshold follows n: a fifth of the requests is over it on 8
+// unknown may take, and its spread is every endpoint; else the group
+// stays held, as if of unknown share. The threshold follows n: a fifth of the requests is over it on 8
 // endpoints and under it on 4. A group placed by its keys (a short shared
 // part) keeps that placement, and its weights, until its share settles.
 func TestEarlyShareOnlyForAGroupOneEndpointCannotHold(t *testing.T) {
@@ -540,8 +540,28 @@ func TestEarlyShareOnlyForAGroupOneEndpointCannotHold(t *testing.T) {
 			t.Fatalf("n %d, early share %v: 200 keys on %d endpoints (taken %v)", c.n, c.share, len(places), c.taken)
 		}
 		req := Request{Group: 7, GroupShare: c.share, EarlyShare: true, SharedTokens: c.shared}
-		if got, want := DefaultConfig().share(req, c.n), map[bool]float64{true: c.share}[c.taken]; got != want {
+		if got, want := DefaultConfig().share(req, c.n, 0), map[bool]float64{true: c.share}[c.taken]; got != want {
 			t.Fatalf("n %d, early share %v, shared part %d: the pick used a share of %v, want %v", c.n, c.share, c.shared, got, want)
+		}
+	}
+	// Only a share that spreads the group over every endpoint is taken
+	// early: not one the memory cap keeps to 4 of 8 endpoints (a quarter
+	// of 8 × 24k tokens, 3000-token prompts), whether or not the router
+	// read the whole shared part (1040 of 3000 tokens: its key's window),
+	// nor a tenth of 16 endpoints' requests (over c/n, but 8·16·0.1 < 16).
+	for _, c := range []struct {
+		n        int
+		share    float64
+		shared   int64
+		capTotal int64
+	}{{8, 0.25, 3000, 8 * 24000}, {8, 0.25, 1040, 8 * 24000}, {16, 0.1, 3000, 0}} {
+		req := Request{Group: 7, GroupShare: c.share, EarlyShare: true, SharedTokens: c.shared, Tokens: 3000}
+		if got := DefaultConfig().share(req, c.n, c.capTotal); got != 0 {
+			t.Fatalf("n %d, early share %v, shared part %d, capacity %d: the pick used it", c.n, c.share, c.shared, c.capTotal)
+		}
+		req.EarlyShare = false
+		if got := DefaultConfig().share(req, c.n, c.capTotal); got != c.share {
+			t.Fatalf("n %d, settled share %v: the pick used %v", c.n, c.share, got)
 		}
 	}
 }
