@@ -97,3 +97,29 @@ func TestMergeShares(t *testing.T) {
 		t.Fatalf("shares %+v, want settled 1: 0.375, 2: 0.15", abc)
 	}
 }
+
+// A key carries its group's share from the table and whether it is an
+// early one, which the ring takes only for a group too common for one
+// endpoint.
+func TestKeyCarriesEarlyShares(t *testing.T) {
+	body := []byte(`{"model":"llama","tools":[{"type":"function","function":{"name":"lookup"}}],"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Plan a trip to Lyon"}]}`)
+	cfg := DefaultConfig()
+	cfg.Common = NewCommon(nil)
+	k, _ := New(cfg)
+	first, err := k.Request(RouteChat, body, nil)
+	if err != nil || first.GroupShare != 0 || first.EarlyShare {
+		t.Fatalf("no shares known: %+v, %v", first, err)
+	}
+	for _, c := range []struct {
+		requests uint64
+		early    bool
+	}{{40, true}, {MinShareRequests, false}} {
+		shares := MergeShares(GroupCounts{Groups: []SummaryEntry{{Hash: first.Group, Count: c.requests / 4}}, Requests: c.requests})
+		cfg.Common = NewCommon(nil).WithShares(shares)
+		k, _ := New(cfg)
+		got, err := k.Request(RouteChat, body, nil)
+		if err != nil || got.GroupShare != float64(c.requests/4)/float64(c.requests) || got.EarlyShare != c.early {
+			t.Fatalf("%d requests counted: share %v, early %v (%v); want early %v", c.requests, got.GroupShare, got.EarlyShare, err, c.early)
+		}
+	}
+}
