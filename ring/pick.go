@@ -86,9 +86,10 @@ type Request struct {
 	GroupShare float64
 	// EarlyShare says GroupShare was counted over fewer requests than a
 	// settled share (prefix.Shares). The balancer then takes it only for a
-	// group that one endpoint's bound cannot hold, a share of at least
-	// c/n of the requests on n healthy endpoints; any other group is of
-	// unknown share until its share settles.
+	// group it would hold on one endpoint that the endpoint's bound
+	// cannot hold, a share of at least c/n of the requests on n healthy
+	// endpoints, and that the share spreads over every endpoint; any
+	// other group is of unknown share until its share settles.
 	EarlyShare bool
 	// Follow is an endpoint that holds more of the key's history than
 	// its home: where the key's last turn spilled (policy.Follow

@@ -504,9 +504,10 @@ func TestGroupedRetryWithoutItsHomeIsAFallback(t *testing.T) {
 // settled share would only when the group carries at least c/n of the
 // requests, more than the one endpoint it is held on while its share is
 // unknown may take, and its spread is every endpoint; else the group
-// stays held, as if of unknown share. The threshold follows n: a fifth of the requests is over it on 8
-// endpoints and under it on 4. A group placed by its keys (a short shared
-// part) keeps that placement, and its weights, until its share settles.
+// stays held, as if of unknown share. The threshold follows n: a fifth
+// of the requests is over it on 8 endpoints and under it on 4. A group
+// placed by its keys (a short shared part) keeps that placement, and
+// its weights, until its share settles.
 func TestEarlyShareOnlyForAGroupOneEndpointCannotHold(t *testing.T) {
 	for _, c := range []struct {
 		n      int
