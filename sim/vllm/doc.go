@@ -5,7 +5,9 @@
 //
 //   - POST /v1/completions and /v1/chat/completions, non-streaming and
 //     streaming (SSE "data:" chunks, "[DONE]", stream_options.include_usage),
-//     with usage.prompt_tokens_details.cached_tokens;
+//     with usage.prompt_tokens_details.cached_tokens; a chat's messages
+//     and tools are rendered with a Llama-3-like template
+//     (engine.RenderChat) and prefilled as one prompt;
 //   - GET /v1/models, GET /health;
 //   - GET /metrics with vLLM's own metric names, types and labels;
 //   - GET/PUT /admin/faults: added latency, error rate, hangs and abrupt
