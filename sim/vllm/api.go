@@ -147,22 +147,15 @@ func chatTokens(msgs []chatMessage, tools json.RawMessage) ([]uint32, *apiError)
 	return engine.Tokenize(engine.RenderChat(conv, rendered)), nil
 }
 
-// toolsText is the text a chat's tools render to: "" for none (absent,
-// null or an empty array), else the array compacted.
+// toolsText is the text a chat's tools render to: "" when absent or
+// null, else the array compacted (engine.RenderChat renders an empty one
+// as none). The body's decoder has already checked the JSON.
 func toolsText(raw json.RawMessage) (string, *apiError) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
-	}
-	var list []json.RawMessage
-	if json.Unmarshal(raw, &list) != nil {
-		return "", badRequest("tools must be an array of tool definitions")
-	}
-	if len(list) == 0 {
-		return "", nil
-	}
 	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil { // Unmarshal accepted it: cannot fail
+	if len(raw) == 0 || json.Compact(&b, raw) != nil || b.String() == "null" {
+		return "", nil
+	}
+	if b.Bytes()[0] != '[' {
 		return "", badRequest("tools must be an array of tool definitions")
 	}
 	return b.String(), nil
