@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/prefixring/prefixring/prefix"
 )
 
 // Config configures the request path.
@@ -77,6 +79,13 @@ type Config struct {
 	// into chained blocks (ring.Request.Blocks), for the policies that
 	// match prompts against a tree (radix, score). Default false.
 	Blocks bool
+	// CompletionHistory is how many keys the router remembers the last
+	// completion prompt of (prefix.History), to weigh a completion at its
+	// home by what its key's last prompt did not cover, as a chat turn is
+	// weighed by its text after the last assistant message. Default
+	// 65536 (a few MiB); 0 turns it off, and a completion weighs its whole
+	// prompt there.
+	CompletionHistory int
 	// SessionHeader, when present on a request, keys it by its value
 	// instead of its prompt (session affinity). Default X-Session-ID; empty
 	// turns it off.
@@ -107,6 +116,7 @@ func DefaultConfig() Config {
 		MaxBufferedBodyBytes: 1 << 30,
 		ClientBodyDeadline:   60 * time.Second,
 		MaxRetries:           2,
+		CompletionHistory:    prefix.DefaultHistoryKeys,
 		RetryTimeout:         10 * time.Second,
 		UpstreamTimeout:      10 * time.Minute,
 		StreamIdleTimeout:    5 * time.Minute,
@@ -131,6 +141,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRetries < 0 {
 		errs = append(errs, fmt.Errorf("max retries %d must be >= 0", c.MaxRetries))
+	}
+	if c.CompletionHistory < 0 {
+		errs = append(errs, fmt.Errorf("completion history %d must be >= 0", c.CompletionHistory))
 	}
 	if c.RetryTimeout < 0 {
 		errs = append(errs, fmt.Errorf("retry timeout %v must be >= 0", c.RetryTimeout))

@@ -9,6 +9,7 @@ func TestConfigValidate(t *testing.T) {
 	for name, tweak := range map[string]func(*Config){
 		"body limit":     func(c *Config) { c.MaxBodyBytes = 0 },
 		"retries":        func(c *Config) { c.MaxRetries = -1 },
+		"history":        func(c *Config) { c.CompletionHistory = -1 },
 		"dial timeout":   func(c *Config) { c.DialTimeout = 0 },
 		"idle conns":     func(c *Config) { c.MaxIdleConnsPerHost = 0 },
 		"header space":   func(c *Config) { c.SessionHeader = "X Session" },

@@ -72,6 +72,7 @@ type Router struct {
 	log      *slog.Logger
 	proxy    *httputil.ReverseProxy
 	bodies   *bodyBudget
+	history  *prefix.History // nil: off
 }
 
 // Deps are the Router's collaborators. Observer and Metrics may be nil.
@@ -104,6 +105,9 @@ func NewRouter(cfg Config, d Deps) (*Router, error) {
 	}
 	rt := &Router{cfg: cfg, picker: d.Picker, keys: d.Keys, sketch: d.Sketch, targets: d.Targets,
 		observer: d.Observer, metrics: d.Metrics, log: d.Log, bodies: &bodyBudget{max: cfg.MaxBufferedBodyBytes}}
+	if cfg.CompletionHistory > 0 {
+		rt.history = prefix.NewHistory(cfg.CompletionHistory)
+	}
 	rt.proxy = &httputil.ReverseProxy{
 		Rewrite:        rt.rewrite,
 		Transport:      &retrying{rt: rt, base: d.Transport},
@@ -194,7 +198,8 @@ func (rt *Router) reject(w http.ResponseWriter, e *apiError) {
 
 // requestOf derives the ring request: the session header's key, else the
 // body's, else none (the least loaded endpoint takes it); with the body's
-// size in tokens, estimated at 4 bytes each, and what the policy reads.
+// size in tokens, estimated at 4 bytes each (a completion's new tokens
+// from the History, when on), and what the policy reads.
 func (rt *Router) requestOf(r *http.Request, route prefix.Route, body []byte) (ring.Request, *apiError) {
 	tokens := int64(len(body) / 4)
 	if h := rt.cfg.SessionHeader; h != "" {
@@ -221,9 +226,17 @@ func (rt *Router) requestOf(r *http.Request, route prefix.Route, body []byte) (r
 		rt.sketch.Observe(key.Prefixes)
 		rt.sketch.ObserveGroup(key.Group)
 	}
+	var blocks []uint64
+	history := rt.history != nil && route == prefix.RouteCompletions
+	if rt.cfg.Blocks || history {
+		blocks, _ = rt.keys.Blocks(route, body, nil)
+	}
+	if history {
+		rt.history.Continue(&key, blocks, len(body))
+	}
 	req := policy.RingRequest(route, len(body), key)
 	if rt.cfg.Blocks {
-		req.Blocks, _ = rt.keys.Blocks(route, body, nil)
+		req.Blocks = blocks
 	}
 	return req, nil
 }

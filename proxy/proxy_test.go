@@ -358,3 +358,37 @@ func TestChatRequestsKnowTheirNewTokens(t *testing.T) {
 		t.Fatalf("completion: %+v %v", comp, aerr)
 	}
 }
+
+// A completion whose key's last prompt the router saw is weighed at its
+// home by what that prompt did not cover (the History); the first turn,
+// and every turn with the history off, by its whole prompt. It stays a
+// guess (NewKnown false): the last turn may not have gone home.
+func TestCompletionNewTokensFromTheLastPrompt(t *testing.T) {
+	turn1 := strings.Repeat("Earlier turns of a long conversation. ", 100)
+	turn2 := turn1 + "An answer, and the user's next question."
+	body := func(p string) []byte { return []byte(`{"model":"llama","prompt":"` + p + `"}`) }
+	r := httptest.NewRequest(http.MethodPost, "/v1/completions", nil)
+	for _, size := range []int{prefix.DefaultHistoryKeys, 0} {
+		f := newFixture(t, 1, func(c *Config) { c.CompletionHistory = size })
+		first, aerr := f.router.requestOf(r, prefix.RouteCompletions, body(turn1))
+		if aerr != nil || !first.Keyed || first.NewTokens != 0 {
+			t.Fatalf("history %d, first turn: %+v %v", size, first, aerr)
+		}
+		next, aerr := f.router.requestOf(r, prefix.RouteCompletions, body(turn2))
+		if aerr != nil || next.Key != first.Key || next.NewKnown {
+			t.Fatalf("history %d, next turn: %+v %v", size, next, aerr)
+		}
+		if size == 0 {
+			if next.NewTokens != 0 {
+				t.Errorf("history off: new tokens %d, want 0 (all of the prompt)", next.NewTokens)
+			}
+			continue
+		}
+		// What turn1 left uncovered (under a chunk) plus turn2's new text, and
+		// the body's JSON around the prompt.
+		added := int64(len(turn2)-len(turn1)) / 4
+		if next.NewTokens < added || next.NewTokens > added+prefix.ChunkChars/4+16 {
+			t.Errorf("new tokens %d of %d, want %d to %d", next.NewTokens, next.Tokens, added, added+prefix.ChunkChars/4+16)
+		}
+	}
+}

@@ -44,6 +44,7 @@ func serveFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "min-bound", Value: rd.MinBound, EnvVars: env("min-bound"), Usage: "every endpoint may hold this much load whatever the bound says, in the load signal's unit (default: " + fmt.Sprint(rd.MinBound) + " tokens, or " + fmt.Sprint(ring.DefaultMinRequests) + " requests under --load-signal requests; 0: the textbook bound; a chat request its key alone places, and a later turn of any chat, have none)"},
 		&cli.IntFlag{Name: "prefix-chars", Value: prefix.DefaultConfig().MaxChars, EnvVars: env("prefix-chars"), Usage: "how much of each part of a chat (tools, system messages, first user message) the affinity key reads, in characters"},
 		&cli.IntFlag{Name: "prompt-chars", Value: prefix.DefaultConfig().PromptChars, EnvVars: env("prompt-chars"), Usage: "how much of a completions prompt the affinity key reads after the shared prefix it skips, in characters"},
+		&cli.IntFlag{Name: "completion-history", Value: pd.CompletionHistory, EnvVars: env("completion-history"), Usage: "keys whose last completions prompt the router remembers, to weigh a completion at its home by what that prompt did not cover (as a chat turn by its text after the last answer); 0: off, a completion weighs its whole prompt"},
 		&cli.IntFlag{Name: "shared-chars", Value: prefix.DefaultConfig().SharedChars, EnvVars: env("shared-chars"), Usage: "the longest shared prefix (a system prompt, RAG preamble, few-shot block at the top of a prompt) the key skips, in characters"},
 		&cli.Float64Flag{Name: "group-spread", Value: rd.GroupSpread, EnvVars: env("group-spread"), Usage: "keep a shared prefix (system prompt, tools, shared preamble) on as few endpoints as hold its traffic to 1/this of each one's fair share (a group with share s of the requests goes to about this*n*s of n endpoints; needs --sketch); 0: off"},
 		&cli.Float64Flag{Name: "group-memory", Value: rd.GroupMemory, EnvVars: env("group-memory"), Usage: "where every engine's KV capacity is known, let the copies of a shared prefix take at most this share of the memory its traffic earns: a group with share s of the requests and a shared part of L tokens goes to at most this*s*C/L endpoints, C the fleet's KV capacity (so all groups' copies together take at most this share of it); 0: no cap"},
@@ -146,6 +147,7 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 
 	pc := &cfg.Proxy
 	pc.MaxBodyBytes, pc.MaxRetries = c.Int64("max-body-bytes"), c.Int("max-retries")
+	pc.CompletionHistory = c.Int("completion-history")
 	pc.SessionHeader, pc.RoutingHeaders = c.String("session-header"), c.Bool("routing-headers")
 	pc.EndpointAddress = c.Bool("routing-headers-address")
 	pc.ClientBodyTimeout, pc.RetryTimeout = c.Duration("client-body-timeout"), c.Duration("retry-timeout")

@@ -105,3 +105,20 @@ func TestServeFlagsSayWhatCannotAct(t *testing.T) {
 		t.Error("--kv-load-factor 0.5 accepted")
 	}
 }
+
+// --completion-history sizes the router's memory of completion prompts;
+// 0 turns it off and a negative size is refused.
+func TestServeCompletionHistoryFlag(t *testing.T) {
+	for arg, want := range map[string]int{"": 65536, "--completion-history=0": 0, "--completion-history=8": 8} {
+		var args []string
+		if arg != "" {
+			args = append(args, arg)
+		}
+		if cfg, _, err := runServeFlags(t, args...); err != nil || cfg.Proxy.CompletionHistory != want {
+			t.Errorf("%q: %d, %v; want %d", arg, cfg.Proxy.CompletionHistory, err, want)
+		}
+	}
+	if _, _, err := runServeFlags(t, "--completion-history=-1"); err == nil || !strings.Contains(err.Error(), "completion history") {
+		t.Errorf("--completion-history=-1: %v", err)
+	}
+}

@@ -70,8 +70,9 @@ type callKey struct {
 	plain    *prefix.Keyer // the keyer without a sketch's table
 	replicas []*sketchReplica
 	turn     int
-	next     time.Duration // the next round of publications
-	blocks   bool          // the policy reads ring.Request.Blocks
+	next     time.Duration   // the next round of publications
+	blocks   bool            // the policy reads ring.Request.Blocks
+	history  *prefix.History // the one router's, without replicas
 	buf      []uint64
 	// Keyed counts keyed requests with a sketch; Split those that some
 	// replica would have keyed differently from the one that keyed it.
@@ -84,6 +85,7 @@ type sketchReplica struct {
 	heard     []published   // heard[j]: the summary of replica j it holds
 	keyer     *prefix.Keyer // with the union of the summaries it heard
 	inbox     []delivered
+	history   *prefix.History // its completions' prompts, as the router keeps them
 }
 
 // published is what one replica publishes of its sketch.
@@ -108,10 +110,10 @@ func newCallKey(design string, routers int) (*callKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	ck := &callKey{design: d, plain: plain}
+	ck := &callKey{design: d, plain: plain, history: prefix.NewHistory(prefix.DefaultHistoryKeys)}
 	if d.sketch {
 		for range routers {
-			r := &sketchReplica{sketch: prefix.NewSketch(0, 0), keyer: plain}
+			r := &sketchReplica{sketch: prefix.NewSketch(0, 0), keyer: plain, history: prefix.NewHistory(prefix.DefaultHistoryKeys)}
 			ck.replicas = append(ck.replicas, r)
 		}
 		if err := ck.rekey(); err != nil {
@@ -123,8 +125,9 @@ func newCallKey(design string, routers int) (*callKey, error) {
 
 // request turns a call arriving at at into what a picker sees: its key,
 // group key and size in tokens as the router estimates it (body bytes / 4,
-// and for a chat the bytes after the last assistant message / 4), and, when
-// the policy reads them, its prompt's blocks.
+// and for a chat the bytes after the last assistant message / 4, for a
+// completion those its replica's History finds beyond the key's last
+// prompt), and, when the policy reads them, its prompt's blocks.
 func (ck *callKey) request(c *workload.Call, at time.Duration) ring.Request {
 	body, err := c.Body(Model, false)
 	if err != nil {
@@ -146,9 +149,20 @@ func (ck *callKey) request(c *workload.Call, at time.Duration) ring.Request {
 	if err != nil {
 		return ring.Request{}
 	}
+	var blocks []uint64
+	if ck.blocks || route == prefix.RouteCompletions {
+		blocks, _ = k.Blocks(route, body, nil)
+	}
+	if route == prefix.RouteCompletions && key.Keyed {
+		h := ck.history
+		if r != nil {
+			h = r.history
+		}
+		h.Continue(&key, blocks, len(body))
+	}
 	req := policy.RingRequest(route, len(body), key)
 	if ck.blocks {
-		req.Blocks, _ = k.Blocks(route, body, nil)
+		req.Blocks = blocks
 	}
 	if r != nil {
 		r.sketch.Observe(key.Prefixes)
