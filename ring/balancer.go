@@ -62,7 +62,10 @@ type Config struct {
 	// goes to about GroupSpread·n·s of the n endpoints, its requests' own
 	// keys choosing among them. A rare system prompt is then computed on
 	// one engine instead of every engine its requests reach, and a common
-	// one still spreads over all. Default 8 (docs/study.md, "The key").
+	// one still spreads over all. Only a shared part of at least 1024
+	// tokens is kept together; a shorter one is placed by the keys alone
+	// (docs/study.md, "Short shared parts"). Default 8 (docs/study.md,
+	// "The key").
 	GroupSpread float64
 	// GroupMemory, when above 0 and every healthy endpoint's KV capacity
 	// is known, caps a group's spread by the memory its copies take: a

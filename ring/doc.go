@@ -98,18 +98,18 @@
 // # Groups
 //
 // With [Config.GroupSpread], a request whose shared part (Request.Group:
-// its system prompt, tools or shared preamble) has a known share s of the
-// traffic goes to a set of about GroupSpread·n·s endpoints (each is in with
-// probability GroupSpread·s, by a rendezvous hash of the group; at least
-// one), its own key choosing among them by rendezvous, and spills on along
-// the group's order: a rare system prompt is computed on one engine instead
-// of on every engine its requests reach, and a common one still spreads
-// over all. A group whose share is not known (none heard yet, as in a cold
-// start's first requests, or one rarer than every group the table lists)
-// is rare: its set is its one endpoint of least u, if its shared part is
-// at least 1024 tokens; a shorter one is placed by the key alone, by the
-// rendezvous hash that ranks a known group's set, so a conversation keeps
-// its engine when its group's share arrives if that engine is in the
-// group's set. A 9th endpoint moves about 1/9 of grouped picks at every
-// share, as it moves 1/9 of homes (ring/spread.go).
+// its system prompt, tools or shared preamble) is at least 1024 tokens and
+// has a known share s of the traffic goes to a set of about
+// GroupSpread·n·s endpoints (each is in with probability GroupSpread·s, by
+// a rendezvous hash of the group; at least one), its own key choosing
+// among them by rendezvous, and spills on along the group's order: a rare
+// system prompt is computed on one engine instead of on every engine its
+// requests reach, and a common one still spreads over all. A group whose
+// share is not known (none heard yet, as in a cold start's first
+// requests, or one rarer than every group the table lists) is rare: its
+// set is its one endpoint of least u. A shorter shared part is placed by
+// the key alone at every share, by a rendezvous hash over the fleet, so
+// its conversations keep their engines when the share arrives. A 9th
+// endpoint moves about 1/9 of grouped picks at every share, as it moves
+// 1/9 of homes (ring/spread.go).
 package ring

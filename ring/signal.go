@@ -73,7 +73,7 @@ func (c Config) weights(req Request, n int, capTotal int64) (pw weights, settled
 // share is the share of req's group that a pick over n healthy endpoints
 // of capTotal KV tokens uses. An early share is used only for a group
 // that is held on one endpoint while its share is unknown (a shared part
-// of at least rareMinShared tokens), is too common for that endpoint
+// of at least minGroupShared tokens), is too common for that endpoint
 // (share·n ≥ c: it would overflow it, spill there, and then move when
 // its share settles; agentic's four tool sets, a quarter of the requests
 // each on 8 engines), and whose share spreads it over every endpoint
@@ -92,7 +92,7 @@ func (c Config) share(req Request, n int, capTotal int64) float64 {
 	}
 	whole := req
 	whole.SharedTokens = max(req.SharedTokens, req.Tokens)
-	if req.SharedTokens < rareMinShared || req.GroupShare*float64(n) < c.LoadFactor || c.spread(whole, n, capTotal) < float64(n) {
+	if req.SharedTokens < minGroupShared || req.GroupShare*float64(n) < c.LoadFactor || c.spread(whole, n, capTotal) < float64(n) {
 		return 0
 	}
 	return req.GroupShare
@@ -142,21 +142,27 @@ func (c Config) bound() Bound {
 // spread grows a group's set by degrees, so a ninth endpoint or a
 // drifting share moves few keys (ring/spread.go).
 //
-// A group whose share is unknown is rare: the shares come from a table
-// of the commonest groups, so one it does not list is rarer than those
-// it does, or no table has been heard yet, as in a cold start's first
-// burst. Its set is then its one endpoint of least u, where a known rare
-// group's is too, and that engine computes its shared part once, for
-// every request that the bound lets stay. That pays only where the
-// shared part is long (rareMinShared): a short one (a 200-token system
-// prompt) saves little prefill, and a cold burst of its requests on one
-// engine queued more than it saved; one that is short beside its
-// requests may be every request's (a trace whose requests all open with
-// one 512-token block), and then all of them queued for one engine. A
-// group that covers none of the request's text (a chat with neither
-// system prompt nor tools, a completion whose shared prefix is not known)
-// has nothing to keep together either. Both are placed by their keys
-// alone until their share is known ([byKey]).
+// Only a group whose shared part is long (minGroupShared) is kept
+// together. A short one (a 200-token system prompt) saves little prefill
+// on the engines that hold it: a cold burst of its requests on one
+// engine queued more than it saved, and a known group's set of a few
+// engines, where it was kept before stop 31, made those engines busier
+// than the key's own placement would and moved conversations when the
+// share arrived (multi-turn on the H100 fleet at ×0.25: p99 22–24 ms
+// against 19–21 placed by key, hit 0.731–0.737 against 0.742). One that
+// is short beside its requests may be every request's (a trace whose
+// requests all open with one 512-token block). A group that covers none
+// of the request's text (a chat with neither system prompt nor tools, a
+// completion whose shared prefix is not known) has nothing to keep
+// together either. All of these are placed by their keys alone
+// ([byKey]), whatever their share.
+//
+// A long group whose share is unknown is rare: the shares come from a
+// table of the commonest groups, so one it does not list is rarer than
+// those it does, or no table has been heard yet, as in a cold start's
+// first burst. Its set is then its one endpoint of least u, where a known
+// rare group's is too, and that engine computes its shared part once, for
+// every request that the bound lets stay.
 //
 // With [Config.GroupMemory], capTotal the fleet's KV tokens (0: not known
 // for every healthy endpoint), a known group's spread is at most the
@@ -168,10 +174,10 @@ func (c Config) spread(req Request, n int, capTotal int64) float64 {
 	if c.GroupSpread <= 0 || req.Group == 0 || n <= 1 {
 		return 0
 	}
+	if req.SharedTokens < minGroupShared {
+		return byKey
+	}
 	if !(req.GroupShare > 0) {
-		if req.SharedTokens < rareMinShared {
-			return byKey
-		}
 		return rareSpread
 	}
 	s := c.GroupSpread * float64(n) * req.GroupShare
@@ -182,17 +188,15 @@ func (c Config) spread(req Request, n int, capTotal int64) float64 {
 	return min(s, float64(n))
 }
 
-// byKey is the spread of a group placed by its requests' keys alone:
-// its set is every usable endpoint, ranked by the key's rendezvous hash
-// as a known group's set is, not by the ring. When the group's share
-// arrives, a key whose home is in the group's set keeps it (the
-// highest hash over the set is the highest over the fleet when that
-// endpoint is in the set), so a conversation moves only if its home
-// left its group's set, and a common group's (whose set is the fleet)
-// not at all. On the ring the two placements disagreed for all but
-// 1/n of keys, and conversations moved when their group's share first
-// became known (docs/prefix-key.md, "At stop 27's tree";
-// TestShareArrivalKeepsHomesInTheSet).
+// byKey is the spread of a group placed by its requests' keys alone
+// (a short shared part, or none): its set is every usable endpoint,
+// ranked by the key's rendezvous hash as a long group's set is, not by
+// the ring. Before stop 31 a short group went to a set once its share
+// was known, and this ranking kept a conversation's engine when the
+// share arrived whenever the set held it; on the ring the two
+// placements had disagreed for all but 1/n of keys (docs/prefix-key.md,
+// "At stop 27's tree"). Now a short group is placed this way at every
+// share (TestShortGroupsStayWithTheirKeys).
 var byKey = math.Inf(1)
 
 // rareSpread is the spread of a group of unknown share: above 0, so the
@@ -200,10 +204,11 @@ var byKey = math.Inf(1)
 // the endpoint of least u alone.
 const rareSpread = math.SmallestNonzeroFloat64
 
-// rareMinShared is the shortest shared part, in estimated tokens, for
-// which a group of unknown share is kept on one endpoint: a part that
-// fills the key's whole window on it (prefix.DefaultMaxChars, 4096
-// characters). Chosen on the study's seeds (docs/study.md, "The first
+// minGroupShared is the shortest shared part, in estimated tokens, for
+// which a group is kept together: on one endpoint while its share is
+// unknown, on its set once it is known. A part that fills the key's whole
+// window on it (prefix.DefaultMaxChars, 4096 characters). Chosen on the
+// study's seeds for groups of unknown share (docs/study.md, "The first
 // burst"): the demo's 1024-token system prompts and shared-prefix's
 // 2048-token prompts gain from it. Shorter parts lost: the multi-turn
 // workload's 200-token system prompts (64 conversations at once: p99
@@ -215,5 +220,7 @@ const rareSpread = math.SmallestNonzeroFloat64
 // loops moved when the shares arrived; placing every group by key
 // cost the demo its first burst ("Tried again at stop 28's tree").
 // Since stop 30 such a group takes an early share instead
-// ([Config.share]).
-const rareMinShared = 1024
+// ([Config.share]). Since stop 31 it holds for known shares too
+// (docs/study.md, "Short shared parts"): the multi-turn workloads'
+// groups of known share had sets of a few engines.
+const minGroupShared = 1024

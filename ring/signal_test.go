@@ -240,15 +240,18 @@ func TestKeyPlacedChatHasNoFloor(t *testing.T) {
 		// below 2·400 until the fleet holds 2160, so the home takes two.
 		{"chat, key alone", Request{Key: 7, Keyed: true, Tokens: 400, NewKnown: true}, 2},
 		{"completion", Request{Key: 7, Keyed: true, Tokens: 400}, 8},
-		{"first turn of a held group", Request{Key: 7, Keyed: true, Tokens: 400, NewKnown: true,
-			Group: 3, SharedTokens: 300, GroupShare: 0.01}, 8},
-		// A later turn of 100 new tokens after a 200-token shared part and
-		// 100 of history: the home bounds P by max(ceil(1.25·(total+100)/4),
-		// 200) plus the 300-token slack, so it takes five (P 500) before
-		// the first spill; a spill adds 400 to the total, which lets the
-		// home take one more, and so on: 6 of 8.
-		{"later turn of a held group", Request{Key: 7, Keyed: true, Tokens: 400, NewKnown: true, NewTokens: 100,
-			Group: 3, SharedTokens: 200, GroupShare: 0.01}, 6},
+		// A held group's shared part is long (minGroupShared): 400 new
+		// tokens after it weigh 400 at the home, under the floor eight times.
+		{"first turn of a held group", Request{Key: 7, Keyed: true, Tokens: minGroupShared + 400, NewKnown: true,
+			Group: 3, SharedTokens: minGroupShared, GroupShare: 0.01}, 8},
+		// A later turn of 400 new tokens after the shared part and 200 of
+		// history: the home bounds P by max(ceil(1.25·(total+400)/4), 800)
+		// plus the slack of minGroupShared+200 = 1224 tokens, so it takes
+		// five (P 2000) before the first spill; the spill adds the whole
+		// prompt, 1624, to the total, which lets the home take one more
+		// (bound 1258 + 1224 ≥ 2400), and the eighth spills: 6 of 8.
+		{"later turn of a held group", Request{Key: 7, Keyed: true, Tokens: minGroupShared + 600, NewKnown: true, NewTokens: 400,
+			Group: 3, SharedTokens: minGroupShared, GroupShare: 0.01}, 6},
 		{"later turn of a completion", Request{Key: 7, Keyed: true, Tokens: 400, NewTokens: 100}, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
