@@ -1,12 +1,12 @@
 package policy
 
 import (
-	"container/list"
 	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prefixring/prefixring/internal/lru"
 	"github.com/prefixring/prefixring/ring"
 )
 
@@ -48,14 +48,12 @@ func (c FollowConfig) Validate() error {
 type FollowMemory struct {
 	cfg  FollowConfig
 	mu   sync.Mutex
-	keys map[uint64]*list.Element
-	lru  *list.List // of *followEntry, most recent first
+	keys *lru.Map[followEntry]
 }
 
 type followEntry struct {
-	key uint64
-	id  string
-	at  time.Time
+	id string
+	at time.Time
 }
 
 // NewFollowMemory returns an empty memory.
@@ -63,7 +61,7 @@ func NewFollowMemory(cfg FollowConfig) (*FollowMemory, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &FollowMemory{cfg: cfg, keys: map[uint64]*list.Element{}, lru: list.New()}, nil
+	return &FollowMemory{cfg: cfg, keys: lru.New[followEntry](cfg.Max)}, nil
 }
 
 // Where returns the endpoint key's last turn went to, if it left home
@@ -71,13 +69,12 @@ func NewFollowMemory(cfg FollowConfig) (*FollowMemory, error) {
 func (m *FollowMemory) Where(key uint64, now time.Time) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e := m.keys[key]
-	if e == nil {
+	f, ok := m.keys.Peek(key)
+	if !ok {
 		return "", false
 	}
-	f := e.Value.(*followEntry)
 	if now.Sub(f.at) > m.cfg.TTL {
-		m.remove(e)
+		m.keys.Delete(key)
 		return "", false
 	}
 	return f.id, true
@@ -89,35 +86,18 @@ func (m *FollowMemory) Where(key uint64, now time.Time) (string, bool) {
 func (m *FollowMemory) Record(key uint64, id string, home bool, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e := m.keys[key]
 	if home {
-		if e != nil {
-			m.remove(e)
-		}
+		m.keys.Delete(key)
 		return
 	}
-	if e != nil {
-		f := e.Value.(*followEntry)
-		f.id, f.at = id, now
-		m.lru.MoveToFront(e)
-		return
-	}
-	m.keys[key] = m.lru.PushFront(&followEntry{key: key, id: id, at: now})
-	for m.lru.Len() > m.cfg.Max {
-		m.remove(m.lru.Back())
-	}
+	m.keys.Put(key, followEntry{id: id, at: now})
 }
 
 // Len is the number of keys remembered.
 func (m *FollowMemory) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.lru.Len()
-}
-
-func (m *FollowMemory) remove(e *list.Element) {
-	delete(m.keys, e.Value.(*followEntry).key)
-	m.lru.Remove(e)
+	return m.keys.Len()
 }
 
 // Follow is chwbl whose keyed picks try first where the key's last turn

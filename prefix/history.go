@@ -1,8 +1,9 @@
 package prefix
 
 import (
-	"container/list"
 	"sync"
+
+	"github.com/prefixring/prefixring/internal/lru"
 )
 
 // A completion is sent as one growing prompt: a conversation's next turn
@@ -23,22 +24,17 @@ const DefaultHistoryKeys = 65536
 // History is a bounded memory of completion prompts by key, the least
 // recently seen key forgotten first. Safe for concurrent use.
 type History struct {
-	max  int
 	mu   sync.Mutex
-	keys map[uint64]*list.Element
-	lru  *list.List // of *historyEntry, most recent first
+	keys *lru.Map[historyEntry]
 }
 
 type historyEntry struct {
-	key    uint64
 	chunks int    // whole chunks remembered
 	hash   uint64 // the chained hash of the first chunks
 }
 
 // NewHistory returns an empty History of at most keys keys (at least 1).
-func NewHistory(keys int) *History {
-	return &History{max: max(keys, 1), keys: map[uint64]*list.Element{}, lru: list.New()}
-}
+func NewHistory(keys int) *History { return &History{keys: lru.New[historyEntry](keys)} }
 
 // Extend returns how much of a prompt under key is known to open with the
 // key's last prompt, in units Keyer.Blocks hashes (the model's name, then
@@ -51,29 +47,13 @@ func (h *History) Extend(key uint64, blocks []uint64) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	shared := 0
-	e := h.keys[key]
-	if e != nil {
-		if last := e.Value.(*historyEntry); last.chunks <= len(blocks) && blocks[last.chunks-1] == last.hash {
-			shared = last.chunks * ChunkChars
-		}
+	if last, ok := h.keys.Peek(key); ok && last.chunks <= len(blocks) && blocks[last.chunks-1] == last.hash {
+		shared = last.chunks * ChunkChars
 	}
-	n := len(blocks) - 1
-	switch {
-	case n < 1 && e != nil:
-		delete(h.keys, key)
-		h.lru.Remove(e)
-	case n < 1:
-	case e != nil:
-		last := e.Value.(*historyEntry)
-		last.chunks, last.hash = n, blocks[n-1]
-		h.lru.MoveToFront(e)
-	default:
-		h.keys[key] = h.lru.PushFront(&historyEntry{key: key, chunks: n, hash: blocks[n-1]})
-		for h.lru.Len() > h.max {
-			old := h.lru.Back()
-			delete(h.keys, old.Value.(*historyEntry).key)
-			h.lru.Remove(old)
-		}
+	if n := len(blocks) - 1; n >= 1 {
+		h.keys.Put(key, historyEntry{chunks: n, hash: blocks[n-1]})
+	} else {
+		h.keys.Delete(key)
 	}
 	return shared
 }
@@ -92,5 +72,5 @@ func (h *History) Continue(key *Key, blocks []uint64, bodyLen int) {
 func (h *History) Len() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.lru.Len()
+	return h.keys.Len()
 }
