@@ -100,7 +100,7 @@ func goalDemo(b *strings.Builder, demo set) {
 // round-robin's, and hit >= 0.95x the best.
 func goalBest(b *strings.Builder, pol set) {
 	b.WriteString("### 2. Every workload at loads ≤ ×2 on both fleets, 3 router replicas: mean and p99 TTFT ≤ 1.05 × the best policy's and below round-robin's; hit ≥ 0.95 × the best\n\n")
-	b.WriteString("Bound idle: the bound never fired on any seed, so prefixring placed every request as consistent hashing does there.\n\n")
+	b.WriteString("Bound idle: the bound never fired on any seed, so no load entered prefixring's placement there: each request's key, and its group's set where its shared part is long, placed it by consistent hashing (rendezvous, not chash's ring, so the results can differ).\n\n")
 	b.WriteString("| workload | load | fleet | mean / best | p99 / best | hit / best | spill | fired | status |\n|---|---|---|---|---|---|---|---|---|\n")
 	var whys []string
 	nmet, total := 0, 0

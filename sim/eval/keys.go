@@ -28,7 +28,7 @@ type keyDesign struct {
 
 var keyDesigns = map[string]keyDesign{
 	"shared-skip": {cfg: prefix.DefaultConfig(), sketch: true, spread: ring.DefaultConfig().GroupSpread,
-		doc: "prefixring's key: skip the deepest prefix the gossiped sketch marks as shared, then read one 256-character chunk (completions) or the first user message (chat); a shared part (system prompt, tools, shared preamble) with share s of the requests goes to about 8·n·s of the n engines, the request's key choosing among them"},
+		doc: "prefixring's key: skip the deepest prefix the gossiped sketch marks as shared, then read one 256-character chunk (completions) or the first user message (chat); a shared part (system prompt, tools, shared preamble) of at least 1024 tokens with share s of the requests goes to about 8·n·s of the n engines, the request's key choosing among them"},
 	"shared-skip-flat": {cfg: prefix.DefaultConfig(), sketch: true,
 		doc: "shared-skip without the group spread: the request's key alone, over all engines"},
 	"two-level-2": {cfg: prefix.DefaultConfig(), sketch: true, spread: 2,
