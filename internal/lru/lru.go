@@ -5,7 +5,7 @@ package lru
 
 import "container/list"
 
-// Map holds at most Max values.
+// Map holds at most the number of values New was given.
 type Map[V any] struct {
 	max   int
 	keys  map[uint64]*list.Element
