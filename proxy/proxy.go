@@ -226,19 +226,7 @@ func (rt *Router) requestOf(r *http.Request, route prefix.Route, body []byte) (r
 		rt.sketch.Observe(key.Prefixes)
 		rt.sketch.ObserveGroup(key.Group)
 	}
-	var blocks []uint64
-	history := rt.history != nil && route == prefix.RouteCompletions
-	if rt.cfg.Blocks || history {
-		blocks, _ = rt.keys.Blocks(route, body, nil)
-	}
-	if history {
-		rt.history.Continue(&key, blocks, len(body))
-	}
-	req := policy.RingRequest(route, len(body), key)
-	if rt.cfg.Blocks {
-		req.Blocks = blocks
-	}
-	return req, nil
+	return policy.BodyRequest(rt.keys, route, body, key, rt.history, rt.cfg.Blocks), nil
 }
 
 func exchangeOf(r *http.Request) *exchange { return r.Context().Value(exchangeKey{}).(*exchange) }

@@ -149,21 +149,11 @@ func (ck *callKey) request(c *workload.Call, at time.Duration) ring.Request {
 	if err != nil {
 		return ring.Request{}
 	}
-	var blocks []uint64
-	if ck.blocks || route == prefix.RouteCompletions {
-		blocks, _ = k.Blocks(route, body, nil)
+	h := ck.history
+	if r != nil {
+		h = r.history
 	}
-	if route == prefix.RouteCompletions && key.Keyed {
-		h := ck.history
-		if r != nil {
-			h = r.history
-		}
-		h.Continue(&key, blocks, len(body))
-	}
-	req := policy.RingRequest(route, len(body), key)
-	if ck.blocks {
-		req.Blocks = blocks
-	}
+	req := policy.BodyRequest(k, route, body, key, h, ck.blocks)
 	if r != nil {
 		r.sketch.Observe(key.Prefixes)
 		if req.Keyed {
