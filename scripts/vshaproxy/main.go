@@ -62,6 +62,7 @@ type options struct {
 	workloads        []string
 	hashBytes        int
 	policy           string
+	serveFlags       []string
 	seed             uint64
 	requests         int
 	conversations    int
@@ -107,6 +108,7 @@ func main() {
 	wls := flag.String("workloads", "multi-turn,trace", "workloads: multi-turn (closed loop) and trace (the Mooncake conversation trace, open loop)")
 	flag.IntVar(&o.hashBytes, "hash-bytes", 600, "HAProxy CHWBL hashes the body's first this many bytes")
 	flag.StringVar(&o.policy, "policy", "", "prefixring's --policy (empty: its default)")
+	serveFlags := flag.String("serve-flags", "", "more flags for every prefixring replica, space-separated (e.g. \"--gossip-interval 100ms\")")
 	flag.Uint64Var(&o.seed, "seed", 1, "workload seed of the first round (round r uses seed+r)")
 	flag.IntVar(&o.requests, "requests", 0, "cap every run at this many requests (0: the whole multi-turn workload, --trace-requests of the trace)")
 	flag.IntVar(&o.conversations, "conversations", 128, "multi-turn: conversations (6 turns each)")
@@ -121,6 +123,7 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "show the processes' logs")
 	flag.StringVar(&o.printHAProxyConf, "print-haproxy-config", "", "print the HAProxy config of this system (haproxy-x1 or haproxy-rr-x1) for example ports, and exit")
 	flag.Parse()
+	o.serveFlags = strings.Fields(*serveFlags)
 	log.SetFlags(0)
 	log.SetPrefix("vs-haproxy: ")
 
@@ -254,8 +257,14 @@ type result struct {
 	// (prefixring_sim_step_lag_seconds): large values mean the machine
 	// could not keep the simulated engines in real time.
 	SimLagMs float64 `json:"sim_lag_ms"`
-	Duration float64 `json:"duration_s"`
-	Report   string  `json:"report"`
+	// EngineTTFTMs is the engines' own mean TTFT over the run, from their
+	// arrival to their first token (vllm:time_to_first_token_seconds);
+	// PathMs the client's mean TTFT less it: what the way through the
+	// router and back costs a request, on this machine's busy cores.
+	EngineTTFTMs float64 `json:"engine_ttft_mean_ms"`
+	PathMs       float64 `json:"path_ms"`
+	Duration     float64 `json:"duration_s"`
+	Report       string  `json:"report"`
 }
 
 // runOne starts fresh engines and system s in front of them, drives
@@ -302,6 +311,7 @@ func runOne(ctx context.Context, o *options, s system, wl string, round int) (re
 		if o.policy != "" {
 			extra = []string{"--policy", o.policy}
 		}
+		extra = append(extra, o.serveFlags...)
 		reps, err := e2eproc.LaunchReplicas(ctx, o.bin, s.Replicas, engines, logf, extra...)
 		procs = append(procs, reps...)
 		if err != nil {
@@ -394,12 +404,13 @@ func runOne(ctx context.Context, o *options, s system, wl string, round int) (re
 	if rep.Engine != nil {
 		res.Hit = rep.Engine.CachedShare
 	}
-	var steps, lag, sumReq float64
+	var steps, lag, sumReq, firsts, ttft float64
 	for i := range engines {
 		d := after[i].minus(before[i])
 		res.EngineRequests = append(res.EngineRequests, d.requests)
 		res.Preemptions += d.preemptions
 		steps, lag, sumReq = steps+d.steps, lag+d.lag, sumReq+d.requests
+		firsts, ttft = firsts+d.firsts, ttft+d.ttft
 		if d.requests > res.Imbalance {
 			res.Imbalance = d.requests
 		}
@@ -409,6 +420,10 @@ func runOne(ctx context.Context, o *options, s system, wl string, round int) (re
 	}
 	if steps > 0 {
 		res.SimLagMs = lag / steps * 1000
+	}
+	if firsts > 0 {
+		res.EngineTTFTMs = ttft / firsts * 1000
+		res.PathMs = rep.TTFT.Mean - res.EngineTTFTMs
 	}
 	if s.Kind == "prefixring" {
 		if res.Decisions, err = scrapeDecisions(ctx, admins); err != nil {
@@ -429,8 +444,8 @@ func runOne(ctx context.Context, o *options, s system, wl string, round int) (re
 	if err := rep.WriteSamples(strings.TrimSuffix(res.Report, ".json") + ".samples.jsonl"); err != nil {
 		return res, err
 	}
-	fmt.Printf("%d/%d ok in %.0f s: TTFT mean %.0f ms, p95 %.0f ms; hit %.3f; engines max/mean %.2f; preemptions %.0f; spill %.3f; sim lag %.1f ms\n",
-		rep.OK, rep.Requests, rep.Duration, rep.TTFT.Mean, rep.TTFT.P95, res.Hit, res.Imbalance, res.Preemptions, res.SpillShare, res.SimLagMs)
+	fmt.Printf("%d/%d ok in %.0f s: TTFT mean %.0f ms (engines' %.0f ms, path %.1f ms), p95 %.0f ms; hit %.3f; engines max/mean %.2f; preemptions %.0f; spill %.3f; sim lag %.1f ms\n",
+		rep.OK, rep.Requests, rep.Duration, rep.TTFT.Mean, res.EngineTTFTMs, res.PathMs, rep.TTFT.P95, res.Hit, res.Imbalance, res.Preemptions, res.SpillShare, res.SimLagMs)
 	return res, nil
 }
 
@@ -490,13 +505,15 @@ func waitHTTP(ctx context.Context, u string, p *e2eproc.Proc) error {
 	}
 }
 
-// engineCounters is what one engine's metrics say.
+// engineCounters is what one engine's metrics say: steps and their
+// summed lateness, first tokens and their summed TTFT (seconds).
 type engineCounters struct {
-	requests, preemptions, steps, lag float64
+	requests, preemptions, steps, lag, firsts, ttft float64
 }
 
 func (a engineCounters) minus(b engineCounters) engineCounters {
-	return engineCounters{a.requests - b.requests, a.preemptions - b.preemptions, a.steps - b.steps, a.lag - b.lag}
+	return engineCounters{a.requests - b.requests, a.preemptions - b.preemptions, a.steps - b.steps, a.lag - b.lag,
+		a.firsts - b.firsts, a.ttft - b.ttft}
 }
 
 func scrapeEngines(ctx context.Context, engines []string) ([]engineCounters, error) {
@@ -509,17 +526,27 @@ func scrapeEngines(ctx context.Context, engines []string) ([]engineCounters, err
 		var c engineCounters
 		c.requests = sumFamily(fams, "vllm:request_success_total", nil)
 		c.preemptions = sumFamily(fams, "vllm:num_preemptions_total", nil)
-		if f, ok := fams["prefixring_sim_step_lag_seconds"]; ok {
-			for _, m := range f.GetMetric() {
-				if h := m.GetHistogram(); h != nil {
-					c.steps += float64(h.GetSampleCount())
-					c.lag += h.GetSampleSum()
-				}
-			}
-		}
+		c.steps, c.lag = histogram(fams, "prefixring_sim_step_lag_seconds")
+		c.firsts, c.ttft = histogram(fams, "vllm:time_to_first_token_seconds")
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// histogram sums a histogram family's sample counts and sums over its
+// series (0, 0 when the family is missing).
+func histogram(fams families, name string) (count, sum float64) {
+	f, ok := fams[name]
+	if !ok {
+		return 0, 0
+	}
+	for _, m := range f.GetMetric() {
+		if h := m.GetHistogram(); h != nil {
+			count += float64(h.GetSampleCount())
+			sum += h.GetSampleSum()
+		}
+	}
+	return count, sum
 }
 
 // scrapeDecisions sums prefixring_requests_total by decision over the
@@ -625,6 +652,7 @@ type summary struct {
 	Imbalance   rng    `json:"imbalance"`
 	Preemptions rng    `json:"preemptions"`
 	Spill       rng    `json:"spill_share"`
+	Path        rng    `json:"path_ms"`
 	Errors      int    `json:"errors"`
 	// VsHAProxy, for prefixring-xN beside haproxy-xN: the ratio of the
 	// runs' average TTFT mean and p95 to HAProxy's, and whether both are
@@ -643,7 +671,7 @@ func summarize(o *options, results []result) []summary {
 	var out []summary
 	for _, wl := range o.workloads {
 		for _, s := range o.systems {
-			var mean, p50, p95, p99, hit, imb, pre, spill []float64
+			var mean, p50, p95, p99, hit, imb, pre, spill, path []float64
 			sm := summary{Workload: wl, System: s.Name}
 			for _, r := range results {
 				if r.Workload != wl || r.System != s.Name {
@@ -652,10 +680,12 @@ func summarize(o *options, results []result) []summary {
 				sm.Runs++
 				mean, p50, p95, p99 = append(mean, r.TTFT.Mean), append(p50, r.TTFT.P50), append(p95, r.TTFT.P95), append(p99, r.TTFT.P99)
 				hit, imb, pre, spill = append(hit, r.Hit), append(imb, r.Imbalance), append(pre, r.Preemptions), append(spill, r.SpillShare)
+				path = append(path, r.PathMs)
 				sm.Errors += r.Requests - r.OK
 			}
 			sm.Mean, sm.P50, sm.P95, sm.P99 = rangeOf(mean), rangeOf(p50), rangeOf(p95), rangeOf(p99)
 			sm.Hit, sm.Imbalance, sm.Preemptions, sm.Spill = rangeOf(hit), rangeOf(imb), rangeOf(pre), rangeOf(spill)
+			sm.Path = rangeOf(path)
 			out = append(out, sm)
 		}
 	}
@@ -685,7 +715,7 @@ func fmtRange(r rng, prec int) string {
 
 func printTable(w io.Writer, o *options, sum []summary) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "workload\tsystem\truns\tTTFT mean ms\tp50\tp95\tp99\thit\tengines max/mean\tpreemptions\tspill\terrors\tvs HAProxy (mean, p95)\t")
+	fmt.Fprintln(tw, "workload\tsystem\truns\tTTFT mean ms\tp50\tp95\tp99\tpath ms\thit\tengines max/mean\tpreemptions\tspill\terrors\tvs HAProxy (mean, p95)\t")
 	for _, s := range sum {
 		vs := "-"
 		if v := s.VsHAProxy; v != nil {
@@ -695,8 +725,8 @@ func printTable(w io.Writer, o *options, sum []summary) {
 			}
 			vs = fmt.Sprintf("%.2f×, %.2f× %s: %s", v.MeanRatio, v.P95Ratio, v.Against, met)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", s.Workload, s.System, s.Runs,
-			fmtRange(s.Mean, 0), fmtRange(s.P50, 0), fmtRange(s.P95, 0), fmtRange(s.P99, 0), fmtRange(s.Hit, 2),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", s.Workload, s.System, s.Runs,
+			fmtRange(s.Mean, 0), fmtRange(s.P50, 0), fmtRange(s.P95, 0), fmtRange(s.P99, 0), fmtRange(s.Path, 1), fmtRange(s.Hit, 2),
 			fmtRange(s.Imbalance, 2), fmtRange(s.Preemptions, 0), fmtRange(s.Spill, 3), s.Errors, vs)
 	}
 	_ = tw.Flush()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/prefixring/prefixring/loadgen"
+	"github.com/prometheus/common/expfmt"
 )
 
 func TestParseSystem(t *testing.T) {
@@ -84,5 +86,31 @@ func TestSummarizeVerdict(t *testing.T) {
 	}
 	if sum[1].VsHAProxy != nil {
 		t.Errorf("HAProxy got a verdict against itself")
+	}
+}
+
+// The engines' TTFT comes from their histogram, summed over its series;
+// a family the engine does not export counts as none.
+func TestHistogramSumsSeries(t *testing.T) {
+	text := `# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{model_name="a",le="0.1"} 2
+vllm:time_to_first_token_seconds_bucket{model_name="a",le="+Inf"} 3
+vllm:time_to_first_token_seconds_sum{model_name="a"} 0.25
+vllm:time_to_first_token_seconds_count{model_name="a"} 3
+vllm:time_to_first_token_seconds_bucket{model_name="b",le="0.1"} 1
+vllm:time_to_first_token_seconds_bucket{model_name="b",le="+Inf"} 1
+vllm:time_to_first_token_seconds_sum{model_name="b"} 0.05
+vllm:time_to_first_token_seconds_count{model_name="b"} 1
+`
+	var p expfmt.TextParser
+	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, sum := histogram(fams, "vllm:time_to_first_token_seconds"); n != 4 || math.Abs(sum-0.30) > 1e-12 {
+		t.Errorf("histogram = %v, %v; want 4, 0.30", n, sum)
+	}
+	if n, sum := histogram(fams, "prefixring_sim_step_lag_seconds"); n != 0 || sum != 0 {
+		t.Errorf("missing family = %v, %v; want 0, 0", n, sum)
 	}
 }
