@@ -221,6 +221,33 @@ func TestGoalsCanFail(t *testing.T) {
 	}
 }
 
+// Goal 2's check is applied to every other policy too, so the report
+// tells a point that no policy meets from one that prefixring alone
+// misses.
+func TestGoalBestChecksEveryPolicy(t *testing.T) {
+	mk := func(policy string, hit, mean, p99 float64) Result {
+		return Result{Grid: GridPolicies, Policy: policy, Workload: "agentic", Routers: 3, RateScale: 1,
+			HitRate: hit, TTFTMeanMS: mean, TTFTP99MS: p99}
+	}
+	for _, c := range []struct {
+		rs   []Result
+		want string
+	}{
+		{[]Result{mk("chwbl", 0.8, 30, 100), mk("prefix-key", 0.9, 20, 70), mk("round-robin", 0.7, 40, 120)},
+			"points met by prefix-key 1; points no policy meets, prefixring included: 0 of 1."},
+		// Each wins on one measure: nobody meets the goal.
+		{[]Result{mk("chwbl", 0.8, 20, 100), mk("prefix-key", 0.9, 30, 100), mk("chash", 0.8, 30, 70), mk("round-robin", 0.7, 40, 120)},
+			"points met by none; points no policy meets, prefixring included: 1 of 1."},
+		// prefixring meets it: the point is not one that nobody meets.
+		{[]Result{mk("chwbl", 0.9, 20, 70), mk("chash", 0.9, 25, 73), mk("round-robin", 0.7, 40, 120)},
+			"points met by none; points no policy meets, prefixring included: 0 of 1."},
+	} {
+		if md := Markdown(c.rs, "test"); !strings.Contains(md, c.want) {
+			t.Errorf("report lacks %q:\n%s", c.want, md)
+		}
+	}
+}
+
 // Every table shows the range over the seeds, and goal 2 is met only where
 // it holds on every seed.
 func TestReportShowsRangesOverSeeds(t *testing.T) {

@@ -1,7 +1,10 @@
 package eval
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -103,7 +106,8 @@ func goalBest(b *strings.Builder, pol set) {
 	b.WriteString("Bound idle: the bound never fired on any seed, so no load entered prefixring's placement there: each request's key, and its group's set where its shared part is long, placed it by consistent hashing (rendezvous, not chash's ring, so the results can differ).\n\n")
 	b.WriteString("| workload | load | fleet | mean / best | p99 / best | hit / best | spill | fired | status |\n|---|---|---|---|---|---|---|---|---|\n")
 	var whys []string
-	nmet, total := 0, 0
+	nmet, total, nobody := 0, 0, 0
+	others := map[string]int{} // points where each other policy meets the same check
 	for _, p := range goalPoints(pol) {
 		at := pol.atGP(p)
 		cs := at.where(func(r Result) bool { return r.Policy == prefixring })
@@ -119,25 +123,21 @@ func goalBest(b *strings.Builder, pol set) {
 			bp, _ := seed.best(nil, p99)
 			bh, _ := seed.best(nil, negHit)
 			mr, pr, hr = append(mr, c.TTFTMeanMS/bm.TTFTMeanMS), append(pr, c.TTFTP99MS/bp.TTFTP99MS), append(hr, c.HitRate/bh.HitRate)
-			rr, hasRR := seed.policy("round-robin")
-			var f []string
-			if c.TTFTMeanMS > 1.05*bm.TTFTMeanMS {
-				f = append(f, fmt.Sprintf("mean %.2f× %s's", c.TTFTMeanMS/bm.TTFTMeanMS, bm.Policy))
-			}
-			if c.TTFTP99MS > 1.05*bp.TTFTP99MS {
-				f = append(f, fmt.Sprintf("p99 %.2f× %s's", c.TTFTP99MS/bp.TTFTP99MS, bp.Policy))
-			}
-			if c.HitRate < 0.95*bh.HitRate {
-				f = append(f, fmt.Sprintf("hit %.3f against %s's %.3f", c.HitRate, bh.Policy, bh.HitRate))
-			}
-			if hasRR && !(c.TTFTMeanMS < rr.TTFTMeanMS && c.TTFTP99MS < rr.TTFTP99MS) {
-				f = append(f, fmt.Sprintf("not below round-robin (mean %.2f×, p99 %.2f×)", c.TTFTMeanMS/rr.TTFTMeanMS, c.TTFTP99MS/rr.TTFTP99MS))
-			}
-			if len(f) == 0 {
+			if f := bestFails(seed, c); len(f) == 0 {
 				ok++
 			} else {
 				fails = append(fails, fmt.Sprintf("seed %d: %s", c.Seed, strings.Join(f, ", ")))
 			}
+		}
+		anyone := ok == len(cs)
+		for _, q := range policiesAt(at) {
+			if q != prefixring && q != "round-robin" && meetsBest(at, q) {
+				others[q]++
+				anyone = true
+			}
+		}
+		if !anyone {
+			nobody++
 		}
 		c := aggregate(cs)[0]
 		st := status(ok, len(cs))
@@ -156,7 +156,64 @@ func goalBest(b *strings.Builder, pol set) {
 		}
 	}
 	fmt.Fprintf(b, "\nMet at %d of %d points.\n\n", nmet, total)
+	names := slices.Sorted(maps.Keys(others))
+	slices.SortStableFunc(names, func(x, y string) int { return cmp.Compare(others[y], others[x]) }) // most points first
+	ranked := []string{"none"}
+	if len(names) > 0 {
+		ranked = ranked[:0]
+	}
+	for _, q := range names {
+		ranked = append(ranked, fmt.Sprintf("%s %d", q, others[q]))
+	}
+	fmt.Fprintf(b, "The same check for every other policy (each against the best at its seed, round-robin aside): points met by %s; points no policy meets, prefixring included: %d of %d.\n\n",
+		strings.Join(ranked, ", "), nobody, total)
 	bullets(b, whys)
+}
+
+// bestFails says how c misses goal 2 at its seed, whose runs are seed:
+// mean or p99 TTFT above 1.05x the best's, hit below 0.95x the best's,
+// or mean and p99 not both below round-robin's. None: c meets it.
+func bestFails(seed set, c Result) []string {
+	bm, _ := seed.best(nil, mean)
+	bp, _ := seed.best(nil, p99)
+	bh, _ := seed.best(nil, negHit)
+	var f []string
+	if c.TTFTMeanMS > 1.05*bm.TTFTMeanMS {
+		f = append(f, fmt.Sprintf("mean %.2f× %s's", c.TTFTMeanMS/bm.TTFTMeanMS, bm.Policy))
+	}
+	if c.TTFTP99MS > 1.05*bp.TTFTP99MS {
+		f = append(f, fmt.Sprintf("p99 %.2f× %s's", c.TTFTP99MS/bp.TTFTP99MS, bp.Policy))
+	}
+	if c.HitRate < 0.95*bh.HitRate {
+		f = append(f, fmt.Sprintf("hit %.3f against %s's %.3f", c.HitRate, bh.Policy, bh.HitRate))
+	}
+	if rr, ok := seed.policy("round-robin"); ok && !(c.TTFTMeanMS < rr.TTFTMeanMS && c.TTFTP99MS < rr.TTFTP99MS) {
+		f = append(f, fmt.Sprintf("not below round-robin (mean %.2f×, p99 %.2f×)", c.TTFTMeanMS/rr.TTFTMeanMS, c.TTFTP99MS/rr.TTFTP99MS))
+	}
+	return f
+}
+
+// meetsBest reports whether policy q meets goal 2 on every seed of the
+// point at.
+func meetsBest(at set, q string) bool {
+	runs := at.where(func(r Result) bool { return r.Policy == q })
+	for _, c := range runs {
+		if len(bestFails(at.where(func(r Result) bool { return r.Seed == c.Seed }), c)) > 0 {
+			return false
+		}
+	}
+	return len(runs) > 0
+}
+
+// policiesAt lists the policies with runs at a point, in order of first run.
+func policiesAt(at set) []string {
+	var out []string
+	for _, r := range at {
+		if !slices.Contains(out, r.Policy) {
+			out = append(out, r.Policy)
+		}
+	}
+	return out
 }
 
 func maxOf(xs []float64) float64 {
