@@ -64,6 +64,7 @@ func evalCommand() *cli.Command {
 			&cli.Float64Flag{Name: "group-memory", EnvVars: env("eval-group-memory"), Value: ring.DefaultGroupMemory, Usage: "as serve's --group-memory: where the engines' KV capacity is known, a shared prefix's copies take at most this share of the memory its traffic earns; 0: no cap"},
 			&cli.Uint64Flag{Name: "seed", EnvVars: env("eval-seed"), Value: 1, Usage: "workload and policy seed"},
 			&cli.StringFlag{Name: "out", EnvVars: env("eval-out"), Value: "eval-report", Usage: "report folder"},
+			&cli.StringFlag{Name: "records", EnvVars: env("eval-records"), Usage: "also write every run's per-request records (engine, decision, arrival, TTFT, cached and computed tokens, session, turn) as JSON lines to this folder, one file per simulation, named by its point (a policy is simulated once for points that differ only in axes it does not read)"},
 		},
 		Action: runEval,
 	}
@@ -131,6 +132,11 @@ func runEval(c *cli.Context) error {
 	cfg.KVCapacityFactor, cfg.KVLoadFactor = c.Float64("kv-capacity-factor"), c.Float64("kv-load-factor")
 	if cfg.GroupMemory = c.Float64("group-memory"); cfg.GroupMemory == 0 {
 		cfg.GroupMemory = -1 // the flag's 0 is no cap; the Config's 0 is the default
+	}
+	if cfg.Records = c.String("records"); cfg.Records != "" {
+		if err := os.MkdirAll(cfg.Records, 0o755); err != nil {
+			return err
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return err

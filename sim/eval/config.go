@@ -94,6 +94,12 @@ type Config struct {
 	// GroupMemory is serve's --group-memory (0: the default,
 	// ring.DefaultGroupMemory; below 0: no cap, serve's 0).
 	GroupMemory float64
+	// Records, when set, is a folder where every run writes its
+	// per-request records (sim/fleet.Record: engine, decision, arrival,
+	// TTFT, cached and computed tokens, session and turn), one JSON object
+	// a line, to a file named by the run's point less the axes its policy
+	// does not read.
+	Records string
 	// Workers runs that many simulations at once (0: GOMAXPROCS).
 	Workers int
 	// Progress, when set, is called after each run with done and total.

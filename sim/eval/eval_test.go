@@ -2,13 +2,16 @@ package eval
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/sim/fleet"
 	"github.com/prefixring/prefixring/sim/workload"
 )
 
@@ -311,5 +314,53 @@ func TestDefaultStudyShape(t *testing.T) {
 	}
 	if len(res) != 2 || res[0].TTFTMeanMS == res[1].TTFTMeanMS && res[0].HitRate == res[1].HitRate {
 		t.Fatalf("least-tokens and least-load alike: %+v", res)
+	}
+}
+
+// With Records set, every run writes one file of its per-request records,
+// named by its point, whose lines agree with each result it stands for.
+func TestEvalWritesEachRunsRecords(t *testing.T) {
+	cfg := tiny()
+	// The bound grid, with round-robin: chwbl runs at each c, round-robin
+	// once for both (it does not read c).
+	cfg.Grids = cfg.Grids[1:2]
+	cfg.Grids[0].Policies = []string{"chwbl", "round-robin"}
+	cfg.Records = t.TempDir()
+	results, err := Run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(cfg.Records, "*.jsonl"))
+	if len(results) != 4 || len(files) != 3 {
+		t.Fatalf("%d results wrote %d files: %v", len(results), len(files), files)
+	}
+	for _, r := range results {
+		f, err := os.Open(filepath.Join(cfg.Records, recordsName(r)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var recs []fleet.Record
+		for dec := json.NewDecoder(f); dec.More(); {
+			var rec fleet.Record
+			if err := dec.Decode(&rec); err != nil {
+				t.Fatal(err)
+			}
+			recs = append(recs, rec)
+		}
+		f.Close()
+		var spills int
+		var ttft time.Duration
+		for _, rec := range recs {
+			if rec.Decision == "spill" {
+				spills++
+			}
+			ttft += rec.TTFT
+		}
+		if len(recs) != r.Requests || float64(spills)/float64(len(recs)) != r.SpillRate {
+			t.Errorf("c %v: %d records, %d spills; result %d requests, spill %v", r.LoadFactor, len(recs), spills, r.Requests, r.SpillRate)
+		}
+		if mean := float64(ttft) / float64(len(recs)) / 1e6; math.Abs(mean-r.TTFTMeanMS) > 1e-6*r.TTFTMeanMS {
+			t.Errorf("c %v: records' mean TTFT %v ms, result's %v", r.LoadFactor, mean, r.TTFTMeanMS)
+		}
 	}
 }

@@ -390,6 +390,11 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 		f := float64(m.False) / float64(m.Keyed)
 		r.FalseSpillRate = &f
 	}
+	if cfg.Records != "" {
+		if err := writeRecords(cfg.Records, r, res.Records); err != nil {
+			return Result{}, err
+		}
+	}
 	return r, nil
 }
 

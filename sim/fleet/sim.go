@@ -73,23 +73,24 @@ func EndpointIDs(n int) []string {
 // Record is what happened to one request. Durations are zero for a request
 // that was rejected (Err is set).
 type Record struct {
-	Index           int    // position in the workload
-	Endpoint        string // engine the picker chose
-	Decision        string // the picker's decision (home, spill, fallback)
-	Arrival         time.Duration
-	QueueDelay      time.Duration // arrival to first scheduling
-	TTFT            time.Duration // arrival to first token
-	E2E             time.Duration // arrival to last token
-	PromptTokens    int
-	OutputTokens    int
-	CachedTokens    int // prompt tokens found in the engine's prefix cache
-	PrefillComputed int // tokens computed by prefill, recomputation included
-	Preemptions     int
-	Err             string
-	Keyed           bool // the picker was given a key
+	Index           int           `json:"index"`    // position in the workload
+	Endpoint        string        `json:"endpoint"` // engine the picker chose
+	Decision        string        `json:"decision"` // the picker's decision (home, spill, fallback)
+	Arrival         time.Duration `json:"arrival_ns"`
+	QueueDelay      time.Duration `json:"queue_delay_ns"` // arrival to first scheduling
+	TTFT            time.Duration `json:"ttft_ns"`        // arrival to first token
+	E2E             time.Duration `json:"e2e_ns"`         // arrival to last token
+	PromptTokens    int           `json:"prompt_tokens"`
+	OutputTokens    int           `json:"output_tokens"`
+	CachedTokens    int           `json:"cached_tokens"`    // prompt tokens found in the engine's prefix cache
+	PrefillComputed int           `json:"prefill_computed"` // tokens computed by prefill, recomputation included
+	Preemptions     int           `json:"preemptions"`
+	Err             string        `json:"error,omitempty"`
+	Keyed           bool          `json:"keyed"` // the picker was given a key
 	// Session and Turn place a request of RunSessions in its session;
 	// Session is -1 for Run's requests.
-	Session, Turn int
+	Session int `json:"session"`
+	Turn    int `json:"turn"`
 }
 
 // Result is a whole run.
