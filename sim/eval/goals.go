@@ -158,12 +158,12 @@ func goalBest(b *strings.Builder, pol set) {
 	fmt.Fprintf(b, "\nMet at %d of %d points.\n\n", nmet, total)
 	names := slices.Sorted(maps.Keys(others))
 	slices.SortStableFunc(names, func(x, y string) int { return cmp.Compare(others[y], others[x]) }) // most points first
-	ranked := []string{"none"}
-	if len(names) > 0 {
-		ranked = ranked[:0]
-	}
+	var ranked []string
 	for _, q := range names {
 		ranked = append(ranked, fmt.Sprintf("%s %d", q, others[q]))
+	}
+	if len(ranked) == 0 {
+		ranked = []string{"none"}
 	}
 	fmt.Fprintf(b, "The same check for every other policy (each against the best at its seed, round-robin aside): points met by %s; points no policy meets, prefixring included: %d of %d.\n\n",
 		strings.Join(ranked, ", "), nobody, total)
