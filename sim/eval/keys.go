@@ -72,7 +72,7 @@ type callKey struct {
 	turn     int
 	next     time.Duration   // the next round of publications
 	blocks   bool            // the policy reads ring.Request.Blocks
-	history  *prefix.History // the one router's, without replicas
+	history  *prefix.History // the one router's, without replicas (nil with them)
 	buf      []uint64
 	// Keyed counts keyed requests with a sketch; Split those that some
 	// replica would have keyed differently from the one that keyed it.
@@ -110,15 +110,17 @@ func newCallKey(design string, routers int) (*callKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	ck := &callKey{design: d, plain: plain, history: prefix.NewHistory(prefix.DefaultHistoryKeys)}
-	if d.sketch {
-		for range routers {
-			r := &sketchReplica{sketch: prefix.NewSketch(0, 0), keyer: plain, history: prefix.NewHistory(prefix.DefaultHistoryKeys)}
-			ck.replicas = append(ck.replicas, r)
-		}
-		if err := ck.rekey(); err != nil {
-			return nil, err
-		}
+	ck := &callKey{design: d, plain: plain}
+	if !d.sketch {
+		ck.history = prefix.NewHistory(prefix.DefaultHistoryKeys)
+		return ck, nil
+	}
+	for range routers {
+		r := &sketchReplica{sketch: prefix.NewSketch(0, 0), keyer: plain, history: prefix.NewHistory(prefix.DefaultHistoryKeys)}
+		ck.replicas = append(ck.replicas, r)
+	}
+	if err := ck.rekey(); err != nil {
+		return nil, err
 	}
 	return ck, nil
 }

@@ -1,7 +1,7 @@
 package eval
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -37,23 +37,15 @@ func recordsName(r Result) string {
 	return strings.Join(parts, "_") + ".jsonl"
 }
 
-// writeRecords writes recs, one JSON object a line, to r's file in dir.
+// writeRecords writes recs, one JSON object a line, to r's file in dir
+// (as loadgen.Report.WriteSamples writes a load run's samples).
 func writeRecords(dir string, r Result, recs []fleet.Record) error {
-	f, err := os.Create(filepath.Join(dir, recordsName(r)))
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	for _, rec := range recs {
 		if err := enc.Encode(rec); err != nil {
-			f.Close()
 			return err
 		}
 	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return os.WriteFile(filepath.Join(dir, recordsName(r)), b.Bytes(), 0o644)
 }
