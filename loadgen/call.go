@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -56,6 +57,9 @@ type Sample struct {
 	OutputTokens int `json:"output_tokens"`
 	// Failovers counts URLs that refused the connection before one took it.
 	Failovers int `json:"failovers,omitempty"`
+	// NewConn: the request went out on a connection opened for it, not one
+	// from the client's keep-alive pool.
+	NewConn bool `json:"new_conn,omitempty"`
 	// Verified: the server echoed the request's X-Request-Id, and it was
 	// this request's.
 	Verified bool `json:"verified"`
@@ -162,6 +166,9 @@ func (cl *caller) send(ctx context.Context, path string, body []byte, id string,
 	n := len(cl.cfg.URLs)
 	first := int(cl.next.Add(1)-1) % n
 	var err error
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(c httptrace.GotConnInfo) { s.NewConn = !c.Reused },
+	})
 	for i := range n {
 		s.URL = cl.cfg.URLs[(first+i)%n]
 		req, rerr := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+path, bytes.NewReader(body))

@@ -105,6 +105,44 @@ func TestClosedLoopAgainstSimulatedEngines(t *testing.T) {
 	}
 }
 
+// NewConns counts the requests that went out on a connection opened for
+// them: one for a whole conversation's turns in turn on a keep-alive
+// server, every request where the server closes each connection.
+func TestNewConnectionsAreCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	vc := vllm.DefaultConfig()
+	vc.Model = "m"
+	s, err := vllm.New(vc, reg, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	keep := httptest.NewServer(s.Handler())
+	defer keep.Close()
+	closing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		s.Handler().ServeHTTP(w, r)
+	}))
+	defer closing.Close()
+	for _, c := range []struct {
+		url  string
+		want int
+	}{{keep.URL, 1}, {closing.URL, 4}} {
+		cfg := config(c.url)
+		cfg.Model, cfg.Concurrency = "m", 1
+		rep, err := Run(context.Background(), cfg, multiTurn(t, 1, 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.OK != 4 || rep.NewConns != c.want {
+			t.Errorf("%s: ok %d of 4, new connections %d, want %d", c.url, rep.OK, rep.NewConns, c.want)
+		}
+	}
+}
+
 // A refused connection moves the request to the next URL, as a client of
 // DNS round-robin with several A records does.
 func TestRefusedConnectionMovesToTheNextURL(t *testing.T) {

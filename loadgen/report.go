@@ -30,6 +30,7 @@ type Report struct {
 	Errors    map[string]int `json:"errors"`
 	Verified  int            `json:"verified"`  // responses whose X-Request-Id echo was checked
 	Failovers int            `json:"failovers"` // refused connections moved to the next URL
+	NewConns  int            `json:"new_conns"` // requests sent on a connection opened for them
 	Duration  float64        `json:"duration_s"`
 
 	TTFT Dist `json:"ttft_ms"`
@@ -102,6 +103,9 @@ func summarize(cfg *Config, samples []Sample, wall time.Duration) *Report {
 			rep.Verified++
 		}
 		rep.Failovers += s.Failovers
+		if s.NewConn {
+			rep.NewConns++
+		}
 		if s.Err != "" {
 			rep.Errors[s.Err]++
 			if rep.FirstErrors == nil {

@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/prefixring/prefixring/prefix"
 	"github.com/prefixring/prefixring/proxy"
@@ -222,4 +224,52 @@ func chatBodies(n, size int) [][]byte {
 		out[i] = []byte(sb.String())
 	}
 	return out
+}
+
+// BenchmarkStream measures one streamed completion of 128 events through
+// the router on loopback (each event flushed by the upstream, and by the
+// router: what a token costs the proxy), against the same stream read
+// straight from the upstream. stream minus direct is the router's part.
+func BenchmarkStream(b *testing.B) {
+	const events = 128
+	event := []byte(`data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,` +
+		`"model":"bench-model","choices":[{"index":0,"delta":{"content":" token"},"finish_reason":null}]}` + "\n\n")
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		f := w.(http.Flusher)
+		for range events {
+			_, _ = w.Write(event)
+			f.Flush()
+		}
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	defer upstream.Close()
+	handler, _ := newBenchRouter(b, upstream.URL, nil)
+	router := servePublic(b, handler)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}}
+	defer client.CloseIdleConnections()
+	bodies := chatBodies(64, 2<<10)
+	for i := range bodies {
+		bodies[i] = bytes.Replace(bodies[i], []byte(`"max_tokens":16,`), []byte(`"stream":true,"max_tokens":16,`), 1)
+	}
+	b.Run("direct", func(b *testing.B) { withCPU(b, func() { benchPost(b, client, upstream.URL, bodies) }) })
+	b.Run("router", func(b *testing.B) { withCPU(b, func() { benchPost(b, client, router, bodies) }) })
+}
+
+// withCPU runs f and reports the process's CPU time (user and system, of
+// client, router and upstream together) per operation as cpu-ns/op: a
+// streamed request's wall time is mostly waiting, its CPU time is the cost.
+func withCPU(b *testing.B, f func()) {
+	before := processCPU(b)
+	f()
+	b.ReportMetric(float64(processCPU(b)-before)/float64(b.N), "cpu-ns/op")
+}
+
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

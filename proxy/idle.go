@@ -55,22 +55,44 @@ func (b *idleBody) Close() error {
 // and closes the upstream body behind it. The deadline left after the
 // last write bounds net/http's final flush; markResponses clears it when
 // the connection's next request starts.
+//
+// It also holds back the flush that ReverseProxy makes after the last
+// write of a stream, the one whose read met the upstream body's end
+// (ended): net/http then sends that last event with the chunked body's
+// end in one write. A client that stops reading at "data: [DONE]" and
+// closes the body (as many SSE clients do) has the end too, so its
+// connection goes back to its pool instead of being closed. Flushed
+// alone, the end followed the event in a second write, which such a
+// client often had not read when it closed (docs/vs-haproxy.md, "Where
+// the path goes (stop 33)").
 type deadlineWriter struct {
 	http.ResponseWriter
-	rc *http.ResponseController
-	d  time.Duration
+	rc    *http.ResponseController
+	d     time.Duration
+	ended *bool // the exchange's: the upstream body has returned io.EOF
+	hold  bool  // the next flush is the one after the last write
 }
 
-func newDeadlineWriter(w http.ResponseWriter, d time.Duration) *deadlineWriter {
-	return &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d}
+func newDeadlineWriter(w http.ResponseWriter, d time.Duration, ended *bool) *deadlineWriter {
+	return &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d, ended: ended}
 }
 
 func (w *deadlineWriter) Write(p []byte) (int, error) {
 	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	w.hold = *w.ended
 	return w.ResponseWriter.Write(p)
 }
 
+// FlushError flushes, except right after the write of the body's last
+// bytes: the handler is about to return, and net/http flushes them with
+// the response's end. Only that one flush is held; ReverseProxy's later
+// flush for trailers (it keeps net/http from adding a Content-Length)
+// goes through.
 func (w *deadlineWriter) FlushError() error {
+	if w.hold {
+		w.hold = false
+		return nil
+	}
 	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
 	return w.rc.Flush()
 }

@@ -2,12 +2,14 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -96,4 +98,64 @@ func TestNonReadingClientReleasesTheUpstream(t *testing.T) {
 		t.Fatal("the upstream still streams to a client that stopped reading")
 	}
 	waitIdle(t, f)
+}
+
+// TestIdleBodyCountsOnlyWaitingReads: the idle clock runs only while a
+// read waits on the upstream. Reads that each wait just under d, with
+// long pauses between them (the router writing to a slow client), never
+// cut the body; one read that waits d does, at d, with errStreamIdle.
+func TestIdleBodyCountsOnlyWaitingReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const d = time.Minute
+		pr, pw := io.Pipe()
+		var cause error
+		b := newIdleBody(pr, d, func(err error) {
+			cause = err
+			pw.CloseWithError(errors.New("connection closed"))
+		})
+		defer b.Close()
+		go func() {
+			for i := range 5 {
+				time.Sleep(d - time.Nanosecond) // the read below waits this long
+				fmt.Fprintf(pw, "event %d", i)
+			}
+		}()
+		buf := make([]byte, 64)
+		for i := range 5 {
+			if _, err := b.Read(buf); err != nil {
+				t.Fatalf("read %d, which waited just under %v: %v", i, d, err)
+			}
+			time.Sleep(3 * d) // not reading: the clock must not run
+			synctest.Wait()
+			if cause != nil {
+				t.Fatalf("cancelled between reads (after read %d): %v", i, cause)
+			}
+		}
+		start := time.Now()
+		_, err := b.Read(buf) // nothing more comes
+		if !errors.Is(err, errStreamIdle) || !errors.Is(cause, errStreamIdle) {
+			t.Fatalf("stalled read: %v, cancel cause %v; want %v", err, cause, errStreamIdle)
+		}
+		if waited := time.Since(start); waited != d {
+			t.Fatalf("stalled read cut after %v, want %v", waited, d)
+		}
+	})
+}
+
+// TestIdleBodyClosedNeverFires: a closed body's timer cancels nothing.
+func TestIdleBodyClosedNeverFires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const d = time.Minute
+		pr, _ := io.Pipe()
+		cancelled := false
+		b := newIdleBody(pr, d, func(error) { cancelled = true })
+		go b.Read(make([]byte, 8)) // waits until Close
+		time.Sleep(d / 2)
+		b.Close()
+		time.Sleep(10 * d)
+		synctest.Wait()
+		if cancelled {
+			t.Fatal("a closed body's idle timer cancelled its try")
+		}
+	})
 }

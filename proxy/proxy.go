@@ -130,6 +130,10 @@ type exchange struct {
 	tried  []string
 	status int
 	start  time.Time // of the first try: the retry budget's origin
+	// ended: the response body's last read returned io.EOF. The handler
+	// returns next, and net/http sends what is still buffered together
+	// with the end of the response (see deadlineWriter.FlushError).
+	ended bool
 }
 
 type exchangeKey struct{}
@@ -182,7 +186,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength > 0 {
 		r.Body = noBody{}
 	}
-	rt.proxy.ServeHTTP(newDeadlineWriter(w, rt.cfg.ClientWriteTimeout), r)
+	rt.proxy.ServeHTTP(newDeadlineWriter(w, rt.cfg.ClientWriteTimeout, &x.ended), r)
 }
 
 // noBody stands for the client's body, already read.

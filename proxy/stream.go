@@ -13,8 +13,10 @@ import (
 
 // timedBody records time to first byte and total upstream time, settles
 // the try's lease at the first byte (the prefill is over: for a stream the
-// first token came; see ring.SignalTokens), and reports a body cut by the
-// upstream (not by the client leaving) as a failure of the endpoint.
+// first token came; see ring.SignalTokens), reports a body cut by the
+// upstream (not by the client leaving) as a failure of the endpoint, and
+// marks the exchange ended at the body's io.EOF. The body is read only on
+// the handler's goroutine (ReverseProxy's copy), as ended is.
 type timedBody struct {
 	io.ReadCloser
 	start    time.Time
@@ -25,6 +27,7 @@ type timedBody struct {
 	lease    ring.Lease
 	rt       *Router
 	ctx      context.Context
+	ended    *bool
 }
 
 func (b *timedBody) Read(p []byte) (int, error) {
@@ -32,6 +35,9 @@ func (b *timedBody) Read(p []byte) (int, error) {
 	if n > 0 && !b.sawBody {
 		b.sawBody, b.first = true, time.Since(b.start)
 		b.lease.Settle()
+	}
+	if err == io.EOF {
+		*b.ended = true
 	}
 	if err != nil {
 		if err != io.EOF && b.ctx.Err() == nil && !b.done {

@@ -1,13 +1,17 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
@@ -137,5 +141,123 @@ func TestMediaType(t *testing.T) {
 	}
 	if !isJSON(http.Header{"Content-Type": {"application/problem+json"}}) || isJSON(http.Header{"Content-Type": {"text/html"}}) {
 		t.Error("isJSON")
+	}
+}
+
+// endingStream is an upstream that streams four words, flushing each, then
+// writes "data: [DONE]" without a flush, so net/http sends it with the
+// chunked body's end in one write, as an engine's last write often
+// arrives.
+func endingStream(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "text/event-stream")
+	for _, word := range []string{"The", " capital", " is", " Paris"} {
+		fmt.Fprintf(w, chunk, word)
+		w.(http.Flusher).Flush()
+	}
+	io.WriteString(w, "data: [DONE]\n\n")
+}
+
+// flushLog is a ResponseWriter that logs what the router does to it:
+// "w" for a write, "f" for a flush.
+type flushLog struct {
+	http.ResponseWriter
+	ops []byte
+	buf strings.Builder
+}
+
+func (l *flushLog) Write(p []byte) (int, error)      { l.ops = append(l.ops, 'w'); return l.buf.Write(p) }
+func (l *flushLog) Flush()                           { l.ops = append(l.ops, 'f') }
+func (l *flushLog) SetWriteDeadline(time.Time) error { return nil }
+
+// TestStreamHoldsTheFlushAfterItsLastEvent: the router flushes every event
+// of a stream as it comes, except the last, whose read met the upstream
+// body's end: net/http sends that one with the response's end, in one
+// write. A client that stops reading at "data: [DONE]" and closes the body,
+// as many SSE clients do, then has the end too, and its Transport keeps the
+// connection; flushed alone, the end came in a second write, often after
+// the client had closed, and its connection was closed with it.
+func TestStreamHoldsTheFlushAfterItsLastEvent(t *testing.T) {
+	f := newFixture(t, 1)
+	f.ups[0].setHandler(endingStream)
+	log := &flushLog{ResponseWriter: httptest.NewRecorder()}
+	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
+		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	f.router.ServeHTTP(log, req)
+	if !strings.HasSuffix(log.buf.String(), fmt.Sprintf(chunk, " Paris")+"data: [DONE]\n\n") {
+		t.Fatalf("stream %q", log.buf.String())
+	}
+	ops := string(log.ops)
+	if !strings.HasSuffix(ops, "w") || strings.Count(ops, "f") < 1 || strings.Count(ops, "wf") != strings.Count(ops, "w")-1 {
+		t.Fatalf("writes and flushes %q: want each write but the last flushed, the last not", ops)
+	}
+}
+
+// TestStreamClientStoppingAtDoneKeepsItsConnection: end to end, a client
+// that reads up to "data: [DONE]" and closes the body finds its pooled
+// connection on each next request.
+func TestStreamClientStoppingAtDoneKeepsItsConnection(t *testing.T) {
+	f := newFixture(t, 1)
+	f.ups[0].setHandler(endingStream)
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	const requests = 20
+	reused := 0
+	for i := range requests {
+		trace := &httptrace.ClientTrace{GotConn: func(c httptrace.GotConnInfo) {
+			if c.Reused {
+				reused++
+			}
+		}}
+		ctx := httptrace.WithClientTrace(context.Background(), trace)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.srv.URL+"/v1/chat/completions",
+			strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		events := 0
+		for sc.Scan() && sc.Text() != "data: [DONE]" {
+			if strings.HasPrefix(sc.Text(), "data: ") {
+				events++
+			}
+		}
+		resp.Body.Close() // at [DONE], without reading on
+		if events != 4 {
+			t.Fatalf("request %d: %d events before [DONE], want 4", i, events)
+		}
+	}
+	if reused != requests-1 {
+		t.Fatalf("%d of %d requests found a pooled connection, want %d", reused, requests, requests-1)
+	}
+}
+
+// TestTrailersSurviveTheHeldFlush: holding the flush after a body's last
+// write leaves ReverseProxy's flush for trailers alone, so a short
+// response with trailers stays chunked and its trailers reach the client.
+func TestTrailersSurviveTheHeldFlush(t *testing.T) {
+	f := newFixture(t, 1)
+	f.ups[0].setHandler(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Trailer", "X-Checksum")
+		io.WriteString(w, `{"ok":true}`)
+		w.Header().Set("X-Checksum", "abc")
+		w.Header().Set(http.TrailerPrefix+"X-Late", "late")
+	})
+	resp := f.post(t, "/v1/chat/completions", chatBody("s", "u"))
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || string(b) != `{"ok":true}` {
+		t.Fatalf("body %q, %v", b, err)
+	}
+	if resp.ContentLength != -1 {
+		t.Fatalf("Content-Length %d: the response was not chunked, so it cannot carry trailers", resp.ContentLength)
+	}
+	if got := resp.Trailer.Get("X-Checksum"); got != "abc" {
+		t.Fatalf("announced trailer X-Checksum %q, want abc", got)
+	}
+	if got := resp.Trailer.Get("X-Late"); got != "late" {
+		t.Fatalf("unannounced trailer X-Late %q, want late", got)
 	}
 }

@@ -263,8 +263,11 @@ type result struct {
 	// router and back costs a request, on this machine's busy cores.
 	EngineTTFTMs float64 `json:"engine_ttft_mean_ms"`
 	PathMs       float64 `json:"path_ms"`
-	Duration     float64 `json:"duration_s"`
-	Report       string  `json:"report"`
+	// NewConns counts the requests the load generator sent on a connection
+	// opened for them rather than one from its keep-alive pool.
+	NewConns int     `json:"new_conns"`
+	Duration float64 `json:"duration_s"`
+	Report   string  `json:"report"`
 }
 
 // runOne starts fresh engines and system s in front of them, drives
@@ -425,6 +428,7 @@ func runOne(ctx context.Context, o *options, s system, wl string, round int) (re
 		res.EngineTTFTMs = ttft / firsts * 1000
 		res.PathMs = rep.TTFT.Mean - res.EngineTTFTMs
 	}
+	res.NewConns = rep.NewConns
 	if s.Kind == "prefixring" {
 		if res.Decisions, err = scrapeDecisions(ctx, admins); err != nil {
 			return res, err
@@ -444,8 +448,8 @@ func runOne(ctx context.Context, o *options, s system, wl string, round int) (re
 	if err := rep.WriteSamples(strings.TrimSuffix(res.Report, ".json") + ".samples.jsonl"); err != nil {
 		return res, err
 	}
-	fmt.Printf("%d/%d ok in %.0f s: TTFT mean %.0f ms (engines' %.0f ms, path %.1f ms), p95 %.0f ms; hit %.3f; engines max/mean %.2f; preemptions %.0f; spill %.3f; sim lag %.1f ms\n",
-		rep.OK, rep.Requests, rep.Duration, rep.TTFT.Mean, res.EngineTTFTMs, res.PathMs, rep.TTFT.P95, res.Hit, res.Imbalance, res.Preemptions, res.SpillShare, res.SimLagMs)
+	fmt.Printf("%d/%d ok in %.0f s: TTFT mean %.0f ms (engines' %.0f ms, path %.1f ms), p95 %.0f ms; hit %.3f; engines max/mean %.2f; preemptions %.0f; spill %.3f; new connections %d; sim lag %.1f ms\n",
+		rep.OK, rep.Requests, rep.Duration, rep.TTFT.Mean, res.EngineTTFTMs, res.PathMs, rep.TTFT.P95, res.Hit, res.Imbalance, res.Preemptions, res.SpillShare, res.NewConns, res.SimLagMs)
 	return res, nil
 }
 
@@ -653,6 +657,7 @@ type summary struct {
 	Preemptions rng    `json:"preemptions"`
 	Spill       rng    `json:"spill_share"`
 	Path        rng    `json:"path_ms"`
+	NewConns    rng    `json:"new_conns"`
 	Errors      int    `json:"errors"`
 	// VsHAProxy, for prefixring-xN beside haproxy-xN: the ratio of the
 	// runs' average TTFT mean and p95 to HAProxy's, and whether both are
@@ -671,7 +676,7 @@ func summarize(o *options, results []result) []summary {
 	var out []summary
 	for _, wl := range o.workloads {
 		for _, s := range o.systems {
-			var mean, p50, p95, p99, hit, imb, pre, spill, path []float64
+			var mean, p50, p95, p99, hit, imb, pre, spill, path, conns []float64
 			sm := summary{Workload: wl, System: s.Name}
 			for _, r := range results {
 				if r.Workload != wl || r.System != s.Name {
@@ -680,12 +685,12 @@ func summarize(o *options, results []result) []summary {
 				sm.Runs++
 				mean, p50, p95, p99 = append(mean, r.TTFT.Mean), append(p50, r.TTFT.P50), append(p95, r.TTFT.P95), append(p99, r.TTFT.P99)
 				hit, imb, pre, spill = append(hit, r.Hit), append(imb, r.Imbalance), append(pre, r.Preemptions), append(spill, r.SpillShare)
-				path = append(path, r.PathMs)
+				path, conns = append(path, r.PathMs), append(conns, float64(r.NewConns))
 				sm.Errors += r.Requests - r.OK
 			}
 			sm.Mean, sm.P50, sm.P95, sm.P99 = rangeOf(mean), rangeOf(p50), rangeOf(p95), rangeOf(p99)
 			sm.Hit, sm.Imbalance, sm.Preemptions, sm.Spill = rangeOf(hit), rangeOf(imb), rangeOf(pre), rangeOf(spill)
-			sm.Path = rangeOf(path)
+			sm.Path, sm.NewConns = rangeOf(path), rangeOf(conns)
 			out = append(out, sm)
 		}
 	}
@@ -715,7 +720,7 @@ func fmtRange(r rng, prec int) string {
 
 func printTable(w io.Writer, o *options, sum []summary) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "workload\tsystem\truns\tTTFT mean ms\tp50\tp95\tp99\tpath ms\thit\tengines max/mean\tpreemptions\tspill\terrors\tvs HAProxy (mean, p95)\t")
+	fmt.Fprintln(tw, "workload\tsystem\truns\tTTFT mean ms\tp50\tp95\tp99\tpath ms\tnew conns\thit\tengines max/mean\tpreemptions\tspill\terrors\tvs HAProxy (mean, p95)\t")
 	for _, s := range sum {
 		vs := "-"
 		if v := s.VsHAProxy; v != nil {
@@ -725,8 +730,8 @@ func printTable(w io.Writer, o *options, sum []summary) {
 			}
 			vs = fmt.Sprintf("%.2f×, %.2f× %s: %s", v.MeanRatio, v.P95Ratio, v.Against, met)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", s.Workload, s.System, s.Runs,
-			fmtRange(s.Mean, 0), fmtRange(s.P50, 0), fmtRange(s.P95, 0), fmtRange(s.P99, 0), fmtRange(s.Path, 1), fmtRange(s.Hit, 2),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", s.Workload, s.System, s.Runs,
+			fmtRange(s.Mean, 0), fmtRange(s.P50, 0), fmtRange(s.P95, 0), fmtRange(s.P99, 0), fmtRange(s.Path, 1), fmtRange(s.NewConns, 0), fmtRange(s.Hit, 2),
 			fmtRange(s.Imbalance, 2), fmtRange(s.Preemptions, 0), fmtRange(s.Spill, 3), s.Errors, vs)
 	}
 	_ = tw.Flush()
