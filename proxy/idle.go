@@ -56,40 +56,39 @@ func (b *idleBody) Close() error {
 // last write bounds net/http's final flush; markResponses clears it when
 // the connection's next request starts.
 //
-// It also holds back the flush that ReverseProxy makes after the last
-// write of a stream, the one whose read met the upstream body's end
-// (ended): net/http then sends that last event with the chunked body's
-// end in one write. A client that stops reading at "data: [DONE]" and
-// closes the body (as many SSE clients do) has the end too, so its
-// connection goes back to its pool instead of being closed. Flushed
-// alone, the end followed the event in a second write, which such a
-// client often had not read when it closed (docs/vs-haproxy.md, "Where
-// the path goes (stop 33)").
+// It also holds back the flush that ReverseProxy makes right after the
+// write whose read met the end of the body (atEnd): net/http then sends
+// that last event with the chunked body's end in one write. A client that
+// stops reading at "data: [DONE]" and closes the body (as many SSE
+// clients do) has the end too, so its connection goes back to its pool
+// instead of being closed. Flushed alone, the end followed the event in a
+// second write, which such a client often had not read when it closed
+// (docs/vs-haproxy.md, "Where the path goes (stop 33)").
 type deadlineWriter struct {
 	http.ResponseWriter
 	rc    *http.ResponseController
 	d     time.Duration
-	ended *bool // the exchange's: the upstream body has returned io.EOF
-	hold  bool  // the next flush is the one after the last write
+	atEnd *bool // the exchange's: the body copied to the client is at its end
+	hold  bool  // the last write was made at the body's end
 }
 
-func newDeadlineWriter(w http.ResponseWriter, d time.Duration, ended *bool) *deadlineWriter {
-	return &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d, ended: ended}
+func newDeadlineWriter(w http.ResponseWriter, d time.Duration, atEnd *bool) *deadlineWriter {
+	return &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d, atEnd: atEnd}
 }
 
 func (w *deadlineWriter) Write(p []byte) (int, error) {
 	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
-	w.hold = *w.ended
+	w.hold = *w.atEnd
 	return w.ResponseWriter.Write(p)
 }
 
 // FlushError flushes, except right after the write of the body's last
-// bytes: the handler is about to return, and net/http flushes them with
-// the response's end. Only that one flush is held; ReverseProxy's later
-// flush for trailers (it keeps net/http from adding a Content-Length)
-// goes through.
+// bytes, while the body is still open: the handler is about to return,
+// and net/http flushes them with the response's end. Only that one flush
+// is held; ReverseProxy's flush for trailers, after it closes the body
+// (it keeps net/http from adding a Content-Length), goes through.
 func (w *deadlineWriter) FlushError() error {
-	if w.hold {
+	if w.hold && *w.atEnd {
 		w.hold = false
 		return nil
 	}

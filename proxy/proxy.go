@@ -130,10 +130,11 @@ type exchange struct {
 	tried  []string
 	status int
 	start  time.Time // of the first try: the retry budget's origin
-	// ended: the response body's last read returned io.EOF. The handler
-	// returns next, and net/http sends what is still buffered together
-	// with the end of the response (see deadlineWriter.FlushError).
-	ended bool
+	// atEnd: the body copied to the client has returned io.EOF and is not
+	// closed yet (endBody). The write of its last bytes is being made; the
+	// handler returns soon after, and net/http sends what is still
+	// buffered with the end of the response (see deadlineWriter).
+	atEnd bool
 }
 
 type exchangeKey struct{}
@@ -186,7 +187,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength > 0 {
 		r.Body = noBody{}
 	}
-	rt.proxy.ServeHTTP(newDeadlineWriter(w, rt.cfg.ClientWriteTimeout, &x.ended), r)
+	rt.proxy.ServeHTTP(newDeadlineWriter(w, rt.cfg.ClientWriteTimeout, &x.atEnd), r)
 }
 
 // noBody stands for the client's body, already read.
@@ -299,9 +300,12 @@ func (rt *Router) modifyResponse(resp *http.Response) error {
 			rt.metrics.streamCut(id)
 			rt.log.Warn("upstream cut a stream", "endpoint", id, "err", err)
 		}}
-		return nil
+	} else {
+		normalizeError(resp)
 	}
-	normalizeError(resp)
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		resp.Body = &endBody{ReadCloser: resp.Body, atEnd: &x.atEnd}
+	}
 	return nil
 }
 

@@ -13,10 +13,8 @@ import (
 
 // timedBody records time to first byte and total upstream time, settles
 // the try's lease at the first byte (the prefill is over: for a stream the
-// first token came; see ring.SignalTokens), reports a body cut by the
-// upstream (not by the client leaving) as a failure of the endpoint, and
-// marks the exchange ended at the body's io.EOF. The body is read only on
-// the handler's goroutine (ReverseProxy's copy), as ended is.
+// first token came; see ring.SignalTokens), and reports a body cut by the
+// upstream (not by the client leaving) as a failure of the endpoint.
 type timedBody struct {
 	io.ReadCloser
 	start    time.Time
@@ -27,7 +25,6 @@ type timedBody struct {
 	lease    ring.Lease
 	rt       *Router
 	ctx      context.Context
-	ended    *bool
 }
 
 func (b *timedBody) Read(p []byte) (int, error) {
@@ -35,9 +32,6 @@ func (b *timedBody) Read(p []byte) (int, error) {
 	if n > 0 && !b.sawBody {
 		b.sawBody, b.first = true, time.Since(b.start)
 		b.lease.Settle()
-	}
-	if err == io.EOF {
-		*b.ended = true
 	}
 	if err != nil {
 		if err != io.EOF && b.ctx.Err() == nil && !b.done {
@@ -58,6 +52,31 @@ func (b *timedBody) finish() {
 		b.done = true
 		b.rt.metrics.upstream(b.endpoint, b.first, time.Since(b.start), b.sawBody)
 	}
+}
+
+// endBody tells the exchange when the body is at its end: from the read
+// that returns io.EOF until Close. It wraps only the response that
+// ReverseProxy copies to the client (a retried try's body, drained before
+// the next try, never reaches it), and it is read and closed on the
+// handler's goroutine, where atEnd is read (deadlineWriter).
+type endBody struct {
+	io.ReadCloser
+	atEnd *bool
+}
+
+func (b *endBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		*b.atEnd = true
+	}
+	return n, err
+}
+
+// Close ends the hold: ReverseProxy flushes once more after closing the
+// body when the response has trailers, and that flush must go out.
+func (b *endBody) Close() error {
+	*b.atEnd = false
+	return b.ReadCloser.Close()
 }
 
 func isEventStream(h http.Header) bool { return mediaType(h) == "text/event-stream" }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -260,4 +261,130 @@ func TestTrailersSurviveTheHeldFlush(t *testing.T) {
 	if got := resp.Trailer.Get("X-Late"); got != "late" {
 		t.Fatalf("unannounced trailer X-Late %q, want late", got)
 	}
+}
+
+// signalLog is a flushLog that reports each flush on a channel.
+type signalLog struct {
+	flushLog
+	flushed chan struct{}
+}
+
+func (l *signalLog) Flush() {
+	l.flushLog.Flush()
+	l.flushed <- struct{}{}
+}
+
+// TestStreamAfterRetryFlushesEveryEvent: the held flush belongs to the body
+// the client gets. A try that failed with a 503, whose body the router
+// drained to its end before retrying, must not hold the flushes of the
+// stream that the next endpoint sends: each event is flushed before the
+// upstream sends the next.
+func TestStreamAfterRetryFlushesEveryEvent(t *testing.T) {
+	f := newFixture(t, 2)
+	log := &signalLog{flushLog: flushLog{ResponseWriter: httptest.NewRecorder()}, flushed: make(chan struct{}, 16)}
+	var calls atomic.Int32
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if calls.Add(1) == 1 {
+			http.Error(w, "overloaded", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		for i, word := range []string{"The", " capital", " is"} {
+			fmt.Fprintf(w, chunk, word)
+			w.(http.Flusher).Flush()
+			// The router's flushes: its header flush, then one for each event.
+			for range map[bool]int{true: 2, false: 1}[i == 0] {
+				select {
+				case <-log.flushed:
+				case <-time.After(10 * time.Second):
+					t.Errorf("event %d not flushed to the client by the router", i)
+					return
+				}
+			}
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	}
+	f.ups[0].setHandler(handler)
+	f.ups[1].setHandler(handler)
+	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
+		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	f.router.ServeHTTP(log, req)
+	if calls.Load() != 2 {
+		t.Fatalf("%d tries, want 2 (a 503, then the stream)", calls.Load())
+	}
+	if !strings.HasSuffix(log.buf.String(), "data: [DONE]\n\n") {
+		t.Fatalf("stream %q", log.buf.String())
+	}
+}
+
+// TestHeldFlushEndsWhenTheBodyCloses: the flush after the write of the
+// body's last bytes is held, but not a flush after the body is closed
+// (ReverseProxy's for trailers), and not a flush after an earlier write.
+func TestHeldFlushEndsWhenTheBodyCloses(t *testing.T) {
+	var atEnd bool
+	log := &flushLog{ResponseWriter: httptest.NewRecorder()}
+	w := newDeadlineWriter(log, time.Minute, &atEnd)
+	body := &endBody{ReadCloser: io.NopCloser(strings.NewReader("data: a\n\ndata: [DONE]\n\n")), atEnd: &atEnd}
+	buf := make([]byte, 9)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			w.Write(buf[:n])
+			w.FlushError()
+		}
+		if err != nil {
+			break
+		}
+	}
+	body.Close()
+	w.FlushError() // ReverseProxy's, for trailers
+	// Reads of 9, 9, 6 bytes, then the end: every write flushed, then the
+	// trailers' flush. strings.Reader returns io.EOF on its own read, so no
+	// write here met the end: all three flushes go out.
+	if got := string(log.ops); got != "wfwfwff" {
+		t.Fatalf("writes and flushes %q, want wfwfwff", got)
+	}
+
+	// A reader whose last read returns its bytes with io.EOF, as net/http's
+	// chunked reader does when the body's end is already buffered.
+	atEnd, log.ops = false, nil
+	body = &endBody{ReadCloser: io.NopCloser(&lastWithEOF{data: []byte("data: [DONE]\n\n")}), atEnd: &atEnd}
+	last := make([]byte, 64)
+	n, err := body.Read(last)
+	if err != io.EOF || n == 0 {
+		t.Fatalf("read %d, %v; want bytes with io.EOF", n, err)
+	}
+	w.Write(last[:n])
+	w.FlushError() // held
+	body.Close()
+	w.FlushError() // ReverseProxy's, for trailers: goes out
+	if got := string(log.ops); got != "wf" {
+		t.Fatalf("writes and flushes %q, want wf: the flush after the last write held, the trailers' not", got)
+	}
+
+	// Without a flush between the last write and Close (a response with a
+	// Content-Length and trailers, which ReverseProxy does not flush as it
+	// copies), the trailers' flush still goes out.
+	atEnd, log.ops = false, nil
+	w = newDeadlineWriter(log, time.Minute, &atEnd)
+	body = &endBody{ReadCloser: io.NopCloser(&lastWithEOF{data: []byte(`{"ok":true}`)}), atEnd: &atEnd}
+	n, _ = body.Read(last)
+	w.Write(last[:n])
+	body.Close()
+	w.FlushError()
+	if got := string(log.ops); got != "wf" {
+		t.Fatalf("writes and flushes %q, want wf: a flush after Close is never held", got)
+	}
+}
+
+// lastWithEOF returns its data with io.EOF, in one read when p holds it.
+type lastWithEOF struct{ data []byte }
+
+func (r *lastWithEOF) Read(p []byte) (int, error) {
+	n := copy(p, r.data)
+	r.data = r.data[n:]
+	return n, io.EOF
 }
