@@ -30,21 +30,30 @@ func simServers(t *testing.T, n int) []string {
 	t.Helper()
 	var urls []string
 	for range n {
-		reg := prometheus.NewRegistry()
-		cfg := vllm.DefaultConfig()
-		cfg.Model = "m"
-		s, err := vllm.New(cfg, reg, reg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { s.Run(ctx); close(done) }()
-		hs := httptest.NewServer(s.Handler())
-		t.Cleanup(func() { hs.Close(); cancel(); <-done })
+		hs := httptest.NewServer(simEngine(t))
+		t.Cleanup(hs.Close)
 		urls = append(urls, hs.URL)
 	}
 	return urls
+}
+
+// simEngine runs a simulated vLLM engine serving model "m" until the test
+// ends, and returns its handler. Cleanups run last first: a server made
+// on the handler after this call closes before the engine stops.
+func simEngine(t *testing.T) http.Handler {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	cfg := vllm.DefaultConfig()
+	cfg.Model = "m"
+	s, err := vllm.New(cfg, reg, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return s.Handler()
 }
 
 func multiTurn(t *testing.T, conversations, turns int) []workload.Session {
@@ -109,22 +118,12 @@ func TestClosedLoopAgainstSimulatedEngines(t *testing.T) {
 // them: one for a whole conversation's turns in turn on a keep-alive
 // server, every request where the server closes each connection.
 func TestNewConnectionsAreCounted(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	vc := vllm.DefaultConfig()
-	vc.Model = "m"
-	s, err := vllm.New(vc, reg, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	keep := httptest.NewServer(s.Handler())
+	engine := simEngine(t)
+	keep := httptest.NewServer(engine)
 	defer keep.Close()
 	closing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Connection", "close")
-		s.Handler().ServeHTTP(w, r)
+		engine.ServeHTTP(w, r)
 	}))
 	defer closing.Close()
 	for _, c := range []struct {
