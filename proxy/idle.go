@@ -82,14 +82,16 @@ func (w *deadlineWriter) Write(p []byte) (int, error) {
 	return w.ResponseWriter.Write(p)
 }
 
-// FlushError flushes, except right after the write of the body's last
-// bytes, while the body is still open: the handler is about to return,
-// and net/http flushes them with the response's end. Only that one flush
-// is held; ReverseProxy's flush for trailers, after it closes the body
-// (it keeps net/http from adding a Content-Length), goes through.
+// FlushError flushes, except after the write of the body's last bytes
+// while the body is still open: the handler is about to return, and
+// net/http flushes them with the response's end. That holds both
+// ReverseProxy's flush after the write and the one its header timer may
+// make late (for an event stream it flushes the head from a timer that
+// can fire after the first writes, until the copy ends). ReverseProxy's
+// flush for trailers, after it closes the body (it keeps net/http from
+// adding a Content-Length), goes through.
 func (w *deadlineWriter) FlushError() error {
 	if w.hold && *w.atEnd {
-		w.hold = false
 		return nil
 	}
 	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))

@@ -189,7 +189,11 @@ func TestStreamHoldsTheFlushAfterItsLastEvent(t *testing.T) {
 		t.Fatalf("stream %q", log.buf.String())
 	}
 	ops := string(log.ops)
-	if !strings.HasSuffix(ops, "w") || strings.Count(ops, "f") < 1 || strings.Count(ops, "wf") != strings.Count(ops, "w")-1 {
+	// The router's read may take several events at once, the last ones
+	// with the body's end, and ReverseProxy's first flush (of the head) may
+	// come from a timer before or after the first write: "w", "fw",
+	// "fwfw"... are all right; a flush after the last write is not.
+	if !strings.HasSuffix(ops, "w") || strings.Count(ops, "wf") != strings.Count(ops, "w")-1 {
 		t.Fatalf("writes and flushes %q: want each write but the last flushed, the last not", ops)
 	}
 }
