@@ -69,7 +69,12 @@ type deadlineWriter struct {
 	rc    *http.ResponseController
 	d     time.Duration
 	atEnd *bool // the exchange's: the body copied to the client is at its end
-	hold  bool  // the last write was made at the body's end
+	// hold: the last write was made at the body's end. It is not derivable
+	// from atEnd alone: ReverseProxy's header timer flushes from another
+	// goroutine, under the lock its writes take but not its body reads,
+	// so FlushError reads atEnd only once a write, made after the read
+	// that set it, has set hold.
+	hold bool
 }
 
 func newDeadlineWriter(w http.ResponseWriter, d time.Duration, atEnd *bool) *deadlineWriter {

@@ -92,7 +92,7 @@ func TestClientLeavingIsNotAStreamCut(t *testing.T) {
 		<-r.Context().Done()
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.srv.URL+"/v1/chat/completions", strings.NewReader(streamChat))
 	resp, err := f.srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +145,9 @@ func TestMediaType(t *testing.T) {
 	}
 }
 
+// streamChat is a streamed chat request.
+const streamChat = `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+
 // endingStream is an upstream that streams four words, flushing each, then
 // writes "data: [DONE]" without a flush, so net/http sends it with the
 // chunked body's end in one write, as an engine's last write often
@@ -183,7 +186,7 @@ func TestStreamHoldsTheFlushAfterItsLastEvent(t *testing.T) {
 	f.ups[0].setHandler(endingStream)
 	log := &flushLog{ResponseWriter: httptest.NewRecorder()}
 	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
-		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+		strings.NewReader(streamChat))
 	f.router.ServeHTTP(log, req)
 	if !strings.HasSuffix(log.buf.String(), fmt.Sprintf(chunk, " Paris")+"data: [DONE]\n\n") {
 		t.Fatalf("stream %q", log.buf.String())
@@ -216,7 +219,7 @@ func TestStreamClientStoppingAtDoneKeepsItsConnection(t *testing.T) {
 		}}
 		ctx := httptrace.WithClientTrace(context.Background(), trace)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.srv.URL+"/v1/chat/completions",
-			strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+			strings.NewReader(streamChat))
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -314,7 +317,7 @@ func TestStreamAfterRetryFlushesEveryEvent(t *testing.T) {
 	f.ups[0].setHandler(handler)
 	f.ups[1].setHandler(handler)
 	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
-		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+		strings.NewReader(streamChat))
 	f.router.ServeHTTP(log, req)
 	if calls.Load() != 2 {
 		t.Fatalf("%d tries, want 2 (a 503, then the stream)", calls.Load())

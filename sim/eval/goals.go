@@ -119,11 +119,9 @@ func goalBest(b *strings.Builder, pol set) {
 		var fails []string
 		for _, c := range cs {
 			seed := at.where(func(r Result) bool { return r.Seed == c.Seed })
-			bm, _ := seed.best(nil, mean)
-			bp, _ := seed.best(nil, p99)
-			bh, _ := seed.best(nil, negHit)
-			mr, pr, hr = append(mr, c.TTFTMeanMS/bm.TTFTMeanMS), append(pr, c.TTFTP99MS/bp.TTFTP99MS), append(hr, c.HitRate/bh.HitRate)
-			if f := bestFails(seed, c); len(f) == 0 {
+			b := bestOf(seed)
+			mr, pr, hr = append(mr, c.TTFTMeanMS/b.mean.TTFTMeanMS), append(pr, c.TTFTP99MS/b.p99.TTFTP99MS), append(hr, c.HitRate/b.hit.HitRate)
+			if f := bestFails(seed, b, c); len(f) == 0 {
 				ok++
 			} else {
 				fails = append(fails, fmt.Sprintf("seed %d: %s", c.Seed, strings.Join(f, ", ")))
@@ -170,13 +168,23 @@ func goalBest(b *strings.Builder, pol set) {
 	bullets(b, whys)
 }
 
-// bestFails says how c misses goal 2 at its seed, whose runs are seed:
-// mean or p99 TTFT above 1.05x the best's, hit below 0.95x the best's,
-// or mean and p99 not both below round-robin's. None: c meets it.
-func bestFails(seed set, c Result) []string {
+// bests are the runs of one seed of a point with the best mean TTFT, the
+// best p99 and the best hit.
+type bests struct{ mean, p99, hit Result }
+
+func bestOf(seed set) bests {
 	bm, _ := seed.best(nil, mean)
 	bp, _ := seed.best(nil, p99)
 	bh, _ := seed.best(nil, negHit)
+	return bests{bm, bp, bh}
+}
+
+// bestFails says how c misses goal 2 at its seed, whose runs are seed
+// and whose bests are b: mean or p99 TTFT above 1.05x the best's, hit
+// below 0.95x the best's, or mean and p99 not both below round-robin's.
+// None: c meets it.
+func bestFails(seed set, b bests, c Result) []string {
+	bm, bp, bh := b.mean, b.p99, b.hit
 	var f []string
 	if c.TTFTMeanMS > 1.05*bm.TTFTMeanMS {
 		f = append(f, fmt.Sprintf("mean %.2f× %s's", c.TTFTMeanMS/bm.TTFTMeanMS, bm.Policy))
@@ -198,7 +206,8 @@ func bestFails(seed set, c Result) []string {
 func meetsBest(at set, q string) bool {
 	runs := at.where(func(r Result) bool { return r.Policy == q })
 	for _, c := range runs {
-		if len(bestFails(at.where(func(r Result) bool { return r.Seed == c.Seed }), c)) > 0 {
+		seed := at.where(func(r Result) bool { return r.Seed == c.Seed })
+		if len(bestFails(seed, bestOf(seed), c)) > 0 {
 			return false
 		}
 	}
