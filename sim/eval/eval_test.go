@@ -224,6 +224,26 @@ func TestGoalsCanFail(t *testing.T) {
 	}
 }
 
+// Goal 1 names each seed that misses and by which ratio, and only those.
+func TestGoalDemoNamesTheSeedsThatMiss(t *testing.T) {
+	mk := func(seed uint64, policy string, mean, p50, p99 float64) Result {
+		return Result{Grid: GridDemo, Policy: policy, Workload: "demo", Routers: 3, RateScale: 1, Seed: seed,
+			TTFTMeanMS: mean, TTFTP50MS: p50, TTFTP99MS: p99}
+	}
+	md := Markdown([]Result{
+		mk(1, "chwbl", 20, 13, 80), mk(1, "round-robin", 40, 25, 100), // met: 0.50, 0.52, 0.80
+		mk(2, "chwbl", 20, 16, 103), mk(2, "round-robin", 40, 25, 100), // p50 0.64, p99 1.03
+		mk(3, "chwbl", 36, 10, 90), mk(3, "round-robin", 40, 25, 100), // mean 0.90
+	}, "test")
+	want := "Missed on seed 2: p50 0.64×, p99 1.03×; seed 3: mean 0.90×."
+	if !strings.Contains(md, want) || !strings.Contains(md, "**missed** (2 of 3 seeds)") {
+		t.Fatalf("report lacks %q:\n%s", want, md)
+	}
+	if strings.Contains(md, "seed 1:") {
+		t.Errorf("a seed that meets the goal is named:\n%s", md)
+	}
+}
+
 // Goal 2's check is applied to every other policy too, so the report
 // tells a point that no policy meets from one that prefixring alone
 // misses.

@@ -89,6 +89,7 @@ func (s set) at(p loadPoint) set {
 }
 
 func mean(r Result) float64   { return r.TTFTMeanMS }
+func median(r Result) float64 { return r.TTFTP50MS }
 func p99(r Result) float64    { return r.TTFTP99MS }
 func negHit(r Result) float64 { return -r.HitRate }
 
