@@ -308,6 +308,35 @@ func TestGossipGoalVacuousWhereTheBoundIdles(t *testing.T) {
 	}
 }
 
+// Goal 3's reason for a miss is read from how often each bound fired, and
+// says only what those shares show.
+func TestGossipGoalReasonFitsTheFiringShares(t *testing.T) {
+	mk := func(policy string, fired float64) Result {
+		f := fired
+		return Result{Grid: GridPolicies, Policy: policy, Workload: "agentic", Routers: 3, RateScale: 1, Seed: 1,
+			HitRate: 0.8, TTFTMeanMS: 20, TTFTP99MS: 70, BoundFired: &f}
+	}
+	for _, c := range []struct {
+		ours, local float64
+		want        string
+	}{
+		{0.03, 0.005, "chwbl-local's bound hardly fired"},
+		{0.03, 0.01, "prefixring's bound fired at least twice as often as chwbl-local's"}, // not "most picks"
+		{0.70, 0.22, "prefixring's bound fired at least twice as often as chwbl-local's"},
+		{0.70, 0.60, "both bounds fired on most picks"},
+		{0.43, 0.60, "the two bounds fired about as often"},
+		{0.10, 0.30, "chwbl-local's bound fired at least twice as often as prefixring's"},
+	} {
+		md := Markdown([]Result{mk("chwbl", c.ours), mk("chwbl-local", c.local)}, "test")
+		if !strings.Contains(md, c.want) {
+			t.Errorf("fired %v against %v: report lacks %q:\n%s", c.ours, c.local, c.want, md)
+		}
+		if most := strings.Contains(md, "most picks"); most != (c.ours >= 0.5 && c.local >= 0.5) {
+			t.Errorf("fired %v against %v: \"most picks\" said: %v", c.ours, c.local, most)
+		}
+	}
+}
+
 // The default study runs at least 3 seeds, both fleets in every grid, the
 // demo's shape and closed loops; least-tokens counts tokens, so it places
 // otherwise than least-load.

@@ -280,12 +280,7 @@ func goalGossip(b *strings.Builder, pol set) {
 		fmt.Fprintf(b, "| %s | %s | %s | %s (%s) | %s (%s) | %s | %s |\n", short(p.workload), loadName(c[0].Result), fleetName(p.kv),
 			c[0].rng(p99, 0), c[0].rng(fired, 3), l[0].rng(p99, 0), l[0].rng(fired, 3), rangeOf(rs, 2), st)
 		if st != vacuous && st != met {
-			cause := "both bounds fire on most picks: the fleet is past what any keyed placement serves, and the view changes which engine is overfull, not whether one is"
-			if lf := l[0].vals(fired); maxOf(lf) < 0.01 {
-				cause = "chwbl-local's bound hardly fired: each replica holds a third of the load against the same floor and capacity, so it kept homes prefixring's gossiped view spilled off; at this point spilling cost more than it saved"
-			} else if maxOf(c[0].vals(fired)) < 2*maxOf(lf) {
-				cause = "the two bounds fired about as often, so the gossiped view changed few decisions"
-			}
+			cause := gossipMissCause(c[0].vals(fired), l[0].vals(fired))
 			why = append(why, fmt.Sprintf("%s %s, %s fleet: p99 %s× chwbl-local's; prefixring fired on %s of its picks, chwbl-local on %s; false spills %s against %s, agreement %s: %s.",
 				short(p.workload), loadName(c[0].Result), fleetName(p.kv), rangeOf(rs, 2), c[0].rng(fired, 3), l[0].rng(fired, 3),
 				c[0].rng(falseSpill, 3), l[0].rng(falseSpill, 3), c[0].rng(agreement, 3), cause))
@@ -293,6 +288,33 @@ func goalGossip(b *strings.Builder, pol set) {
 	}
 	fmt.Fprintf(b, "\nMet at %d points, missed at %d, vacuous at %d.\n\n", counts[met], counts[missed], counts[vacuous])
 	bullets(b, why)
+}
+
+// gossipMissCause says, from how often each bound fired over the seeds
+// (prefixring's cf, chwbl-local's lf), what stood behind a point where
+// prefixring's p99 is not 10 % below chwbl-local's. Each reason is a
+// reading of those shares alone, so each holds of the numbers it is
+// printed beside.
+func gossipMissCause(cf, lf []float64) string {
+	switch c, l := maxOf(cf), maxOf(lf); {
+	case l < 0.01:
+		return "chwbl-local's bound hardly fired: each replica holds a third of the load against the same floor and capacity, so it kept homes that prefixring's gossiped view spilled off, and those spills did not buy a p99 10 % lower"
+	case min(minOf(cf), minOf(lf)) >= 0.5:
+		return "both bounds fired on most picks: the fleet is past what any keyed placement serves, and the view changes which engine is overfull, not whether one is"
+	case c >= 2*l:
+		return "prefixring's bound fired at least twice as often as chwbl-local's: its gossiped view, which counts the other replicas' load, spilled requests that each replica's own view kept home, and those spills did not buy a p99 10 % lower"
+	case l >= 2*c:
+		return "chwbl-local's bound fired at least twice as often as prefixring's"
+	}
+	return "the two bounds fired about as often (within a factor of 2)"
+}
+
+func minOf(xs []float64) float64 {
+	m := xs[0]
+	for _, x := range xs {
+		m = min(m, x)
+	}
+	return m
 }
 
 func falseSpill(r Result) float64 {
