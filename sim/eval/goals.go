@@ -97,12 +97,12 @@ func goalDemo(b *strings.Builder, demo set) {
 		m, p50, p9 := ratios(at, "round-robin", mean), ratios(at, "round-robin", median), ratios(at, "round-robin", p99)
 		ok := 0
 		var fails []string // the seeds that miss, and by what
-		for _, c := range at.where(func(r Result) bool { return r.Policy == prefixring }) {
-			for _, o := range at.where(func(r Result) bool { return r.Policy == "round-robin" && r.Seed == c.Seed }) {
-				if f := demoFails(c, o); len(f) == 0 {
+		for _, run := range at.where(func(r Result) bool { return r.Policy == prefixring }) {
+			for _, base := range at.where(func(r Result) bool { return r.Policy == "round-robin" && r.Seed == run.Seed }) {
+				if f := demoFails(run, base); len(f) == 0 {
 					ok++
 				} else {
-					fails = append(fails, fmt.Sprintf("seed %d: %s", c.Seed, strings.Join(f, ", ")))
+					fails = append(fails, fmt.Sprintf("seed %d: %s", run.Seed, strings.Join(f, ", ")))
 				}
 			}
 		}
