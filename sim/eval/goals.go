@@ -162,7 +162,7 @@ func goalBest(b *strings.Builder, pol set) {
 		}
 		c := aggregate(cs)[0]
 		st := status(ok, len(cs))
-		if fv := c.vals(fired); len(fv) > 0 && maxOf(fv) == 0 {
+		if fv := c.vals(fired); len(fv) > 0 && slices.Max(fv) == 0 {
 			st += ", bound idle"
 		}
 		total++
@@ -248,14 +248,6 @@ func policiesAt(at set) []string {
 	return out
 }
 
-func maxOf(xs []float64) float64 {
-	m := xs[0]
-	for _, x := range xs {
-		m = max(m, x)
-	}
-	return m
-}
-
 // goalGossip: where the bound fires, prefixring's p99 at 3 replicas is at
 // least 10% below chwbl-local's; vacuous where it fires for neither.
 func goalGossip(b *strings.Builder, pol set) {
@@ -273,7 +265,7 @@ func goalGossip(b *strings.Builder, pol set) {
 		rs := ratios(at, "chwbl-local", p99)
 		fv := append(c[0].vals(fired), l[0].vals(fired)...)
 		st := vacuous
-		if len(fv) > 0 && maxOf(fv) > 0 {
+		if len(fv) > 0 && slices.Max(fv) > 0 {
 			st = status(countLE(rs, 0.9), len(rs))
 		}
 		counts[strings.SplitN(st, " ", 2)[0]]++
@@ -296,10 +288,10 @@ func goalGossip(b *strings.Builder, pol set) {
 // reading of those shares alone, so each holds of the numbers it is
 // printed beside.
 func gossipMissCause(cf, lf []float64) string {
-	switch c, l := maxOf(cf), maxOf(lf); {
+	switch c, l := slices.Max(cf), slices.Max(lf); {
 	case l < 0.01:
 		return "chwbl-local's bound hardly fired: each replica holds a third of the load against the same floor and capacity, so it kept homes that prefixring's gossiped view spilled off, and those spills did not buy a p99 10 % lower"
-	case min(minOf(cf), minOf(lf)) >= 0.5:
+	case min(slices.Min(cf), slices.Min(lf)) >= 0.5:
 		return "both bounds fired on most picks: the fleet is past what any keyed placement serves, and the view changes which engine is overfull, not whether one is"
 	case c >= 2*l:
 		return "prefixring's bound fired at least twice as often as chwbl-local's: its gossiped view, which counts the other replicas' load, spilled requests that each replica's own view kept home, and those spills did not buy a p99 10 % lower"
@@ -307,14 +299,6 @@ func gossipMissCause(cf, lf []float64) string {
 		return "chwbl-local's bound fired at least twice as often as prefixring's"
 	}
 	return "the two bounds fired about as often (within a factor of 2)"
-}
-
-func minOf(xs []float64) float64 {
-	m := xs[0]
-	for _, x := range xs {
-		m = min(m, x)
-	}
-	return m
 }
 
 func falseSpill(r Result) float64 {
