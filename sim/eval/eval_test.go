@@ -242,6 +242,41 @@ func TestGoalDemoNamesTheSeedsThatMiss(t *testing.T) {
 	if strings.Contains(md, "seed 1:") {
 		t.Errorf("a seed that meets the goal is named:\n%s", md)
 	}
+	if !strings.Contains(md, "No other policy meets it on any seed.") {
+		t.Errorf("with no other policy the report should say none meets it:\n%s", md)
+	}
+}
+
+// Goal 1's check is applied to every other policy of the demo grid, so a
+// miss that no policy avoids reads apart from one that prefixring alone
+// has.
+func TestGoalDemoChecksEveryOtherPolicy(t *testing.T) {
+	mk := func(seed uint64, policy string, mean, p50, p99 float64) Result {
+		return Result{Grid: GridDemo, Policy: policy, Workload: "demo", Routers: 3, RateScale: 1, Seed: seed,
+			TTFTMeanMS: mean, TTFTP50MS: p50, TTFTP99MS: p99}
+	}
+	var rs []Result
+	for seed := uint64(1); seed <= 3; seed++ {
+		rs = append(rs, mk(seed, "round-robin", 40, 25, 100),
+			mk(seed, "prefix-key", 20, 13, 90), // meets it on every seed
+			mk(seed, "least-load", 38, 24, 95)) // misses it on every seed
+		chwbl, chash := mk(seed, "chwbl", 20, 13, 80), mk(seed, "chash", 20, 13, 80)
+		if seed == 2 {
+			chwbl.TTFTP99MS, chash.TTFTP99MS = 103, 110 // both miss seed 2; chash seed 3 too
+		}
+		if seed == 3 {
+			chash.TTFTP50MS = 16
+		}
+		rs = append(rs, chwbl, chash)
+	}
+	md := Markdown(rs, "test")
+	want := "Missed on seed 2: p99 1.03×. The same check for every other policy, seeds met: prefix-key on 3 of 3, chash on 1 of 3."
+	if !strings.Contains(md, want) {
+		t.Fatalf("report lacks %q:\n%s", want, md)
+	}
+	if strings.Contains(md, "least-load on") {
+		t.Errorf("a policy that meets the goal on no seed is listed:\n%s", md)
+	}
 }
 
 // Goal 2's check is applied to every other policy too, so the report
