@@ -95,13 +95,13 @@ func goalDemo(b *strings.Builder, demo set) {
 			continue
 		}
 		m, p50, p9 := ratios(at, "round-robin", mean), ratios(at, "round-robin", median), ratios(at, "round-robin", p99)
-		ok, _, fails := demoMeets(at, prefixring)
-		st := status(ok, len(m))
+		ok, n, fails := demoMeets(at, prefixring)
+		st := status(ok, n)
 		fmt.Fprintf(b, "| %s | %s / %s / %s | %s / %s / %s | %s | %s | %s | %s | %s | %s |\n", fleetName(p.kv),
 			c[0].rng(mean, 0), c[0].rng(median, 0), c[0].rng(p99, 0),
 			rr[0].rng(mean, 0), rr[0].rng(median, 0), rr[0].rng(p99, 0),
 			rangeOf(m, 2), rangeOf(p50, 2), rangeOf(p9, 2), c[0].rng(spill, 3), c[0].rng(fired, 3), st)
-		if ok < len(m) {
+		if ok < n {
 			bm, _ := bestOther(at, mean)
 			why = append(why, fmt.Sprintf("demo on %s: mean %s× (limit 0.8), p50 %s× (0.6), p99 %s× (1.0) round-robin's; hit %s against round-robin's %s; the best other policy by mean is %s (%s ms, hit %s). Missed on %s. %s",
 				fleetName(p.kv), rangeOf(m, 2), rangeOf(p50, 2), rangeOf(p9, 2), c[0].rng(hit, 3), rr[0].rng(hit, 3), bm.Policy, bm.rng(mean, 0), bm.rng(hit, 3), strings.Join(fails, "; "), demoOthers(at)))
