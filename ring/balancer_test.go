@@ -215,6 +215,65 @@ func TestHotKeySpillsWithinBound(t *testing.T) {
 	}
 }
 
+// TestPeekLeavesNoTrace: what a balancer is asked through Peek and
+// Decide does not change where it later places anything. The simulator
+// peeks every replica's balancer on every request, to measure agreement
+// and false spills; a Peek that recorded state (stop 35's cold-groups
+// prototype recorded each group it was asked about) made every replica
+// behave as if it had seen every request, and its measured gains with
+// it.
+func TestPeekLeavesNoTrace(t *testing.T) {
+	newBalancer := func() *Balancer {
+		b, err := NewBalancer(DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.SetEndpoints(fleet(4, 0)); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	peeked, fresh := newBalancer(), newBalancer()
+	rng := rand.New(rand.NewPCG(3, 5))
+	req := func() Request {
+		r := Request{Key: rng.Uint64(), Keyed: rng.IntN(6) > 0, Tokens: 300 + rng.Int64N(3000)}
+		if rng.IntN(2) == 0 {
+			r.Group, r.SharedTokens = 1+rng.Uint64N(40), 1100+rng.Int64N(2000)
+			r.GroupShare = []float64{0, 0, 0.02, 0.3}[rng.IntN(4)]
+			r.NewKnown = rng.IntN(2) == 0
+		}
+		return r
+	}
+	// Only peeked is asked about a stream of requests it never serves.
+	for range 300 {
+		r := req()
+		if _, _, err := peeked.Peek(r); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := peeked.Decide(r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Then both serve the same requests, and must place them alike.
+	var held [][2]Lease
+	for n := range 400 {
+		r := req()
+		a, errA := peeked.Acquire(r)
+		b, errB := fresh.Acquire(r)
+		if errA != nil || errB != nil || a.Endpoint != b.Endpoint || a.Decision != b.Decision {
+			t.Fatalf("request %d %+v: the peeked balancer placed it on %s (%s, %v), a fresh one on %s (%s, %v)",
+				n, r, a.Endpoint, a.Decision, errA, b.Endpoint, b.Decision, errB)
+		}
+		held = append(held, [2]Lease{a, b})
+		if rng.IntN(3) == 0 {
+			k := rng.IntN(len(held))
+			held[k][0].Release()
+			held[k][1].Release()
+			held = append(held[:k], held[k+1:]...)
+		}
+	}
+}
+
 // TestPeekIsTheNextAcquire: Peek answers where Acquire would send the
 // request, for keyed, grouped and unkeyed requests while the held leases
 // push homes over the bound, and asking twice changes nothing (the
