@@ -223,17 +223,7 @@ func TestHotKeySpillsWithinBound(t *testing.T) {
 // behave as if it had seen every request, and its measured gains with
 // it.
 func TestPeekLeavesNoTrace(t *testing.T) {
-	newBalancer := func() *Balancer {
-		b, err := NewBalancer(DefaultConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.SetEndpoints(fleet(4, 0)); err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	peeked, fresh := newBalancer(), newBalancer()
+	peeked, fresh := tokensBalancer(t, DefaultConfig(), fleet(4, 0)...), tokensBalancer(t, DefaultConfig(), fleet(4, 0)...)
 	rng := rand.New(rand.NewPCG(3, 5))
 	req := func() Request {
 		r := Request{Key: rng.Uint64(), Keyed: rng.IntN(6) > 0, Tokens: 300 + rng.Int64N(3000)}
