@@ -17,6 +17,7 @@ import (
 	"github.com/prefixring/prefixring/loadgen"
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/sim/eval"
+	"github.com/prefixring/prefixring/upstream"
 )
 
 // gridFlags are the axes of a custom grid; giving any of them replaces the
@@ -64,6 +65,7 @@ func evalCommand() *cli.Command {
 			&cli.Float64Flag{Name: "group-memory", EnvVars: env("eval-group-memory"), Value: ring.DefaultGroupMemory, Usage: "as serve's --group-memory: where the engines' KV capacity is known, a shared prefix's copies take at most this share of the memory its traffic earns; 0: no cap"},
 			&cli.Uint64Flag{Name: "seed", EnvVars: env("eval-seed"), Value: 1, Usage: "workload and policy seed"},
 			&cli.StringFlag{Name: "out", EnvVars: env("eval-out"), Value: "eval-report", Usage: "report folder"},
+			&cli.StringFlag{Name: "endpoint-urls", EnvVars: env("eval-endpoint-urls"), Usage: "comma list of a real fleet's engines as serve's --endpoints lists them: the simulated engines take their IDs (canonical URLs), which the ring and the group sets hash, so each run places keys as routers in front of that fleet would; sets --endpoints to their number (default: engine-0, engine-1, ...)"},
 			&cli.StringFlag{Name: "records", EnvVars: env("eval-records"), Usage: "also write every run's per-request records (engine, decision, arrival, TTFT, cached and computed tokens, session, turn) as JSON lines to this folder, one file per simulation, named by its point (a policy is simulated once for points that differ only in axes it does not read)"},
 		},
 		Action: runEval,
@@ -133,6 +135,18 @@ func runEval(c *cli.Context) error {
 	if cfg.GroupMemory = c.Float64("group-memory"); cfg.GroupMemory == 0 {
 		cfg.GroupMemory = -1 // the flag's 0 is no cap; the Config's 0 is the default
 	}
+	if c.IsSet("endpoint-urls") {
+		ids, err := endpointIDs(c.String("endpoint-urls"))
+		if err != nil {
+			return err
+		}
+		cfg.EndpointNames = ids
+		if !c.IsSet("endpoints") {
+			for i := range cfg.Grids {
+				cfg.Grids[i].Endpoints = []int{len(cfg.EndpointNames)}
+			}
+		}
+	}
 	if cfg.Records = c.String("records"); cfg.Records != "" {
 		if err := os.MkdirAll(cfg.Records, 0o755); err != nil {
 			return err
@@ -164,6 +178,20 @@ func runEval(c *cli.Context) error {
 	abs, _ := filepath.Abs(out)
 	fmt.Fprintf(c.App.Writer, "%d runs in %.0f s; report: %s (results.json, report.md)\n", len(results), time.Since(start).Seconds(), filepath.Join(abs, "index.html"))
 	return nil
+}
+
+// endpointIDs are the IDs serve gives the endpoints of list (its
+// --endpoints syntax).
+func endpointIDs(list string) ([]string, error) {
+	var ids []string
+	for raw := range strings.SplitSeq(list, ",") {
+		ep, _, err := upstream.ParseEndpoint(raw)
+		if err != nil {
+			return nil, fmt.Errorf("--endpoint-urls: %w", err)
+		}
+		ids = append(ids, ep.ID)
+	}
+	return ids, nil
 }
 
 // customGrid is one grid from the axis flags.

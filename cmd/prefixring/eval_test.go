@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,6 +39,64 @@ func TestEvalCommand(t *testing.T) {
 		out, err := exec.Command(e2etest.Binary(t), append([]string{"eval", "--out", dir}, bad...)...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), strings.TrimPrefix(bad[0], "--")) && !strings.Contains(string(out), bad[1]) {
 			t.Errorf("%v: %v\n%s", bad, err, out)
+		}
+	}
+}
+
+// --endpoint-urls names the simulated engines as serve names the real
+// ones (canonical URLs), sets the engine count, and moves the placement
+// with the names: the ring hashes them. A list serve would refuse, or one
+// that names an engine twice, is refused.
+func TestEvalEndpointURLs(t *testing.T) {
+	// order returns, request by request, the index in urls of the engine
+	// that chwbl chose in a run on those engines.
+	order := func(urls ...string) []int {
+		t.Helper()
+		dir := t.TempDir()
+		out, err := exec.Command(e2etest.Binary(t), "eval", "--out", filepath.Join(dir, "report"), "--records", dir,
+			"--workload", "multi-turn", "--policies", "chwbl", "--routers", "1", "--rate-scale", "1", "--requests", "120",
+			"--endpoint-urls", strings.Join(urls, ",")).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "multi-turn_*_e3_*.jsonl"))
+		if len(files) != 1 {
+			t.Fatalf("records %v, want one run on 3 engines\n%s", files, out)
+		}
+		b, err := os.ReadFile(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var idx []int
+		for line := range strings.Lines(string(b)) {
+			var rec struct{ Endpoint string }
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(urls, func(u string) bool { return "http://"+u == rec.Endpoint })
+			if i < 0 {
+				t.Fatalf("a request went to %q, not one of %q", rec.Endpoint, urls)
+			}
+			idx = append(idx, i)
+		}
+		return idx
+	}
+	a := order("10.0.0.7:8000", "10.0.0.8:8000", "10.0.0.9:8000")
+	if len(a) != 120 {
+		t.Fatalf("%d records, want 120", len(a))
+	}
+	if b := order("10.0.0.7:8000", "10.0.0.8:8000", "10.0.0.9:8000"); !slices.Equal(a, b) {
+		t.Error("the same names placed the same requests differently")
+	}
+	if b := order("10.0.1.7:8000", "10.0.1.8:8000", "10.0.1.9:8000"); slices.Equal(a, b) {
+		t.Error("other names placed every request on the same engine index: the names are not what the ring hashes")
+	}
+	dir := t.TempDir()
+	for _, bad := range []string{"10.0.0.7:8000,10.0.0.7:8000", "ftp://10.0.0.7", "10.0.0.7:8000,http://10.0.0.7:8000/v1"} {
+		out, err := exec.Command(e2etest.Binary(t), "eval", "--out", dir, "--workload", "multi-turn", "--policies", "chwbl",
+			"--endpoint-urls", bad).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "10.0.0.7") {
+			t.Errorf("--endpoint-urls %s: %v\n%s", bad, err, out)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -54,7 +55,7 @@ func main() {
 	flag.Float64Var(&o.thinkScale, "think-scale", 0.1, "multiplies the user's 2 s mean pause between turns")
 	flag.IntVar(&o.maxTokens, "max-tokens", 64, "output tokens per turn")
 	flag.IntVar(&o.systemTokens, "system-tokens", 1024, "tokens of each of the 8 shared system prompts")
-	flag.StringVar(&o.jsonDir, "json", "", "write each run's report (prefixring load's JSON) and its requests (POLICY.samples.jsonl) into this directory")
+	flag.StringVar(&o.jsonDir, "json", "", "write each run's report (prefixring load's JSON), its requests (POLICY.samples.jsonl) and its engines' URLs (POLICY.engines) into this directory")
 	flag.BoolVar(&o.verbose, "v", false, "show the processes' logs")
 	evalOut := flag.String("eval-out", "out/demo-eval", "where the small `prefixring eval` the demo ends with writes its report (empty: skip it)")
 	pols := flag.String("policies", "round-robin,chwbl", "policies to compare, in order")
@@ -173,6 +174,13 @@ func run(ctx context.Context, o *options, w workload.MultiTurn, policy string) (
 			return nil, err
 		}
 		if err := rep.WriteSamples(filepath.Join(o.jsonDir, policy+".samples.jsonl")); err != nil {
+			return nil, err
+		}
+		// The engines' URLs, which the ring hashes: `prefixring eval
+		// --workload demo --kv-blocks 1000 --seeds 1 --endpoint-urls
+		// $(cat POLICY.engines)` replays this run's placement in virtual
+		// time.
+		if err := os.WriteFile(filepath.Join(o.jsonDir, policy+".engines"), []byte(strings.Join(engines, ",")+"\n"), 0o644); err != nil {
 			return nil, err
 		}
 	}

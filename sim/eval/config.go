@@ -15,6 +15,7 @@ import (
 	"github.com/prefixring/prefixring/gossip"
 	"github.com/prefixring/prefixring/policy"
 	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/sim/fleet"
 )
 
 // Grid is one sweep: each list is an axis, and every combination runs,
@@ -94,6 +95,11 @@ type Config struct {
 	// GroupMemory is serve's --group-memory (0: the default,
 	// ring.DefaultGroupMemory; below 0: no cap, serve's 0).
 	GroupMemory float64
+	// EndpointNames, when set, names the engines of every run (every
+	// grid's endpoint count must be its length): the IDs the routers hash,
+	// so a real fleet's (serve's canonical URLs) replays where that fleet's
+	// routers place keys. Nil: engine-0, engine-1, ...
+	EndpointNames []string
 	// Records, when set, is a folder where every run writes its
 	// per-request records (sim/fleet.Record: engine, decision, arrival,
 	// TTFT, cached and computed tokens, session and turn), one JSON object
@@ -264,7 +270,25 @@ func (c Config) Validate() error {
 	if c.KVMinBound > 0 && !c.KVAverage {
 		return errors.New("eval: a KV min bound bounds nothing without KVAverage")
 	}
+	if c.EndpointNames != nil {
+		for _, g := range c.Grids {
+			if slices.ContainsFunc(g.Endpoints, func(n int) bool { return n != len(c.EndpointNames) }) {
+				return fmt.Errorf("eval: %d endpoint names, but grid %s runs %v endpoints", len(c.EndpointNames), g.Name, g.Endpoints)
+			}
+		}
+		if slices.Contains(c.EndpointNames, "") || len(slices.Compact(slices.Sorted(slices.Values(c.EndpointNames)))) != len(c.EndpointNames) {
+			return fmt.Errorf("eval: endpoint names %q: empty or repeated", c.EndpointNames)
+		}
+	}
 	return nil
+}
+
+// endpointIDs names the engines of a run on n of them.
+func (c Config) endpointIDs(n int) []string {
+	if c.EndpointNames != nil {
+		return c.EndpointNames
+	}
+	return fleet.EndpointIDs(n)
 }
 
 // ring is prefixring's ring configuration with the study's KV settings;

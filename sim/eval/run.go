@@ -265,7 +265,7 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	ids := fleet.EndpointIDs(pt.endpoints)
+	ids := cfg.endpointIDs(pt.endpoints)
 	rc := cfg.ring()
 	rc.LoadFactor, rc.MinBound, rc.Signal = pt.loadFactor, pt.minBound, pt.signal
 	name := pt.policy
@@ -345,7 +345,7 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 			return key.request(c, at)
 		}
 	}
-	fc := fleet.Config{Engines: pt.endpoints, Engine: ec, Picker: picker, Concurrency: cmp.Or(pt.concurrency, Concurrency(pt.workload))}
+	fc := fleet.Config{Engines: pt.endpoints, Names: ids, Engine: ec, Picker: picker, Concurrency: cmp.Or(pt.concurrency, Concurrency(pt.workload))}
 	if rp != nil {
 		fc.Advance = rp.AdvanceTo
 	}

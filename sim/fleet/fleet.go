@@ -43,7 +43,7 @@ func newFleet(cfg Config, n int) (*fleet, error) {
 		hold:    make([]bool, n),
 		chain:   engine.NewChain(cfg.Engine.BlockSize),
 	}
-	for i, id := range EndpointIDs(cfg.Engines) {
+	for i, id := range cfg.IDs() {
 		e, err := engine.New(cfg.Engine)
 		if err != nil {
 			return nil, err

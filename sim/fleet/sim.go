@@ -14,11 +14,16 @@ import (
 
 // Config configures a fleet.
 type Config struct {
-	// Engines is the number of engines; they are named EndpointIDs(Engines).
+	// Engines is the number of engines; they are named [Config.IDs].
 	Engines int
+	// Names, when set, names the engines, Engines of them, distinct: the
+	// endpoint IDs the picker routes to and hashes. A real fleet's IDs
+	// (serve's canonical URLs) replay its placement. Nil:
+	// EndpointIDs(Engines).
+	Names []string
 	// Engine configures every engine.
 	Engine engine.Config
-	// Picker routes requests. Its endpoints must be EndpointIDs(Engines).
+	// Picker routes requests. Its endpoints must be [Config.IDs].
 	Picker policy.Picker
 	// Key gives a request's affinity key; nil leaves every request unkeyed.
 	Key workload.KeyFunc
@@ -58,7 +63,27 @@ func (c Config) Validate() error {
 	if c.Picker == nil {
 		return errors.New("sim: Picker is required")
 	}
+	if c.Names != nil {
+		if len(c.Names) != c.Engines {
+			return fmt.Errorf("sim: %d names for %d engines", len(c.Names), c.Engines)
+		}
+		seen := make(map[string]bool, len(c.Names))
+		for _, n := range c.Names {
+			if n == "" || seen[n] {
+				return fmt.Errorf("sim: engine name %q is empty or repeated", n)
+			}
+			seen[n] = true
+		}
+	}
 	return c.Engine.Validate()
+}
+
+// IDs are the engines' names: Names, else EndpointIDs(Engines).
+func (c Config) IDs() []string {
+	if c.Names != nil {
+		return c.Names
+	}
+	return EndpointIDs(c.Engines)
 }
 
 // EndpointIDs names n engines "engine-0" ... "engine-<n-1>".

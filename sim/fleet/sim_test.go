@@ -65,6 +65,29 @@ func TestRoundRobinRecords(t *testing.T) {
 	}
 }
 
+// TestNamedEngines: engines named by Config.Names take the picker's
+// requests under those names, and names that cannot name the engines are
+// refused.
+func TestNamedEngines(t *testing.T) {
+	names := []string{"http://10.0.0.7:8000", "http://10.0.0.8:8000"}
+	cfg := Config{Engines: 2, Names: names, Engine: engine.DefaultConfig(), Picker: &roundRobin{ids: names}}
+	res, err := Run(cfg, sharedPrefixWorkload(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, rec := range res.Records {
+		if rec.Err != "" || rec.Endpoint != names[i%2] || i >= 2 && rec.CachedTokens != 1024 {
+			t.Errorf("request %d: on %q, cached %d, error %q; want %q, the shared prefix cached from the second round", i, rec.Endpoint, rec.CachedTokens, rec.Err, names[i%2])
+		}
+	}
+	for _, bad := range [][]string{{"a"}, {"a", "a"}, {"a", ""}, {"a", "b", "c"}} {
+		cfg.Names = bad
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("names %q for 2 engines: no error", bad)
+		}
+	}
+}
+
 func TestRunIsDeterministic(t *testing.T) {
 	run := func() *Result {
 		cfg := Config{Engines: 3, Engine: engine.DefaultConfig(), Picker: &roundRobin{ids: EndpointIDs(3)}}
