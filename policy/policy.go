@@ -112,6 +112,17 @@ type RoundRobin struct {
 	next atomic.Uint64
 }
 
+// NewRoundRobin returns round-robin over eps whose first request goes to
+// the usable endpoint start places (start mod their number); New's starts
+// at the first, as HAProxy's and nginx's do. Replicas that start apart
+// are not in step: the fleet simulator starts each of its round-robin
+// replicas at a random place, as real ones end up (sim/eval, rrStart).
+func NewRoundRobin(eps Endpoints, start uint64) *RoundRobin {
+	p := &RoundRobin{eps: eps}
+	p.next.Store(start)
+	return p
+}
+
 // Acquire implements Picker.
 func (p *RoundRobin) Acquire(req ring.Request) (ring.Lease, error) {
 	c, err := candidates(p.eps, req)

@@ -66,6 +66,18 @@ func TestRoundRobinTakesEachUsableEndpointInTurn(t *testing.T) {
 	}
 }
 
+func TestRoundRobinStartsWhereTold(t *testing.T) {
+	b := balancer(t, "c")
+	p := NewRoundRobin(b, 5) // 5 mod 3 usable: the third, d
+	var got []string
+	for range 4 {
+		got = append(got, pick(t, p, ring.Request{}))
+	}
+	if fmt.Sprint(got) != "[d a b d]" {
+		t.Fatalf("round-robin over a, b, d from 5: %v", got)
+	}
+}
+
 func TestLeastLoadAvoidsBusyEndpoints(t *testing.T) {
 	b := balancer(t)
 	p := picker(t, "least-load", b)

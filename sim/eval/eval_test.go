@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"cmp"
 	"encoding/json"
 	"math"
 	"os"
@@ -445,6 +446,51 @@ func TestEvalWritesEachRunsRecords(t *testing.T) {
 		}
 		if mean := float64(ttft) / float64(len(recs)) / 1e6; math.Abs(mean-r.TTFTMeanMS) > 1e-6*r.TTFTMeanMS {
 			t.Errorf("c %v: records' mean TTFT %v ms, result's %v", r.LoadFactor, mean, r.TTFTMeanMS)
+		}
+	}
+}
+
+// Round-robin's router replicas do not run in step: each starts at its own
+// place, drawn from the seed, so consecutive requests, which go to the
+// replicas in turn, do not come in threes to one engine (as 3 replicas
+// started together would send them for the whole run in virtual time),
+// while each replica still spreads its own requests evenly.
+func TestRoundRobinReplicasOutOfStep(t *testing.T) {
+	g := CustomGrid()
+	g.Workloads, g.Policies, g.Endpoints, g.Routers, g.RateScales = []string{"multi-turn"}, []string{"round-robin"}, []int{4}, []int{3}, []float64{1}
+	cfg := Config{Grids: []Grid{g}, Seeds: []uint64{1, 2, 3}, Requests: 300, Records: t.TempDir()}
+	results, err := Run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		b, err := os.ReadFile(filepath.Join(cfg.Records, recordsName(r)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var recs []fleet.Record
+		for line := range strings.Lines(string(b)) {
+			var rec fleet.Record
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatal(err)
+			}
+			recs = append(recs, rec)
+		}
+		slices.SortStableFunc(recs, func(a, b fleet.Record) int { return cmp.Compare(a.Arrival, b.Arrival) }) // the order of the picks
+		same, per := 0, map[string]int{}
+		for i, rec := range recs {
+			per[rec.Endpoint]++
+			if i > 0 && rec.Endpoint == recs[i-1].Endpoint {
+				same++
+			}
+		}
+		if share := float64(same) / float64(len(recs)-1); share > 0.5 {
+			t.Errorf("seed %d: %.2f of consecutive requests on one engine; replicas in step send 2/3", r.Seed, share)
+		}
+		for id, n := range per {
+			if n < len(recs)/4-3 || n > len(recs)/4+3 {
+				t.Errorf("seed %d: %s took %d of %d requests: not round-robin", r.Seed, id, n, len(recs))
+			}
 		}
 	}
 }
