@@ -233,12 +233,12 @@ func (m *multi) Acquire(req ring.Request) (ring.Lease, error) {
 // round-robin: a place drawn at random, the same for every run of seed.
 // Started in step, replicas that take every third request in turn stay
 // in step in virtual time, and send each three consecutive requests to
-// one engine for the whole run. Real replicas do not: in the demo's real
-// runs (scripts/demo, 3 replicas that each start at the first engine)
-// the first burst reaches them in another order than it was sent, and
-// 0.32 and 0.35 of consecutive requests went to the same engine (two
-// runs), against 0.67 in step in virtual time and 0.33 from random
-// places (seed 1). In step, virtual round-robin was harsher than real:
+// one engine for the whole run. Real replicas do not: in two real runs
+// of the demo (scripts/demo, 3 replicas that each start at the first
+// engine) each replica's own requests took the engines in turn, but the
+// replicas' places differed from their first burst on, and 0.32 and 0.35
+// of consecutive requests went to the same engine, against 0.67 in step
+// in virtual time and 0.33 from random places (seed 1). In step, virtual round-robin was harsher than real:
 // on the demo's shape TTFT mean / p50 / p99 106 / 53 / 547 ms, against
 // 71-86 / 36-41 / 320-561 in 30 real runs; from random places 92 / 38 /
 // 467 (docs/study.md, "Round-robin's replicas in step").
@@ -348,7 +348,7 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 				bal.SetLoads(scraped)
 			}
 			var p policy.Picker
-			if name == "round-robin" {
+			if name == "round-robin" { // each replica from its own place
 				p = policy.NewRoundRobin(bal, rrStart(pt.seed, i))
 			} else if p, err = policy.New(name, bal, bal, pt.seed+uint64(i)); err != nil {
 				return Result{}, err
