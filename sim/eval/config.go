@@ -276,19 +276,16 @@ func (c Config) Validate() error {
 				return fmt.Errorf("eval: %d endpoint names, but grid %s runs %v endpoints", len(c.EndpointNames), g.Name, g.Endpoints)
 			}
 		}
-		if slices.Contains(c.EndpointNames, "") || len(slices.Compact(slices.Sorted(slices.Values(c.EndpointNames)))) != len(c.EndpointNames) {
-			return fmt.Errorf("eval: endpoint names %q: empty or repeated", c.EndpointNames)
+		if err := fleet.CheckNames(c.EndpointNames); err != nil {
+			return fmt.Errorf("eval: endpoint names: %w", err)
 		}
 	}
 	return nil
 }
 
-// endpointIDs names the engines of a run on n of them.
+// endpointIDs names the engines of a run on n of them, as the fleet will.
 func (c Config) endpointIDs(n int) []string {
-	if c.EndpointNames != nil {
-		return c.EndpointNames
-	}
-	return fleet.EndpointIDs(n)
+	return fleet.Config{Engines: n, Names: c.EndpointNames}.IDs()
 }
 
 // ring is prefixring's ring configuration with the study's KV settings;

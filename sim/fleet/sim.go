@@ -67,15 +67,24 @@ func (c Config) Validate() error {
 		if len(c.Names) != c.Engines {
 			return fmt.Errorf("sim: %d names for %d engines", len(c.Names), c.Engines)
 		}
-		seen := make(map[string]bool, len(c.Names))
-		for _, n := range c.Names {
-			if n == "" || seen[n] {
-				return fmt.Errorf("sim: engine name %q is empty or repeated", n)
-			}
-			seen[n] = true
+		if err := CheckNames(c.Names); err != nil {
+			return err
 		}
 	}
 	return c.Engine.Validate()
+}
+
+// CheckNames reports a name in names that cannot name an engine: empty,
+// or another engine's.
+func CheckNames(names []string) error {
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if n == "" || seen[n] {
+			return fmt.Errorf("sim: engine name %q is empty or repeated", n)
+		}
+		seen[n] = true
+	}
+	return nil
 }
 
 // IDs are the engines' names: Names, else EndpointIDs(Engines).
