@@ -24,18 +24,23 @@ type Result struct {
 	// KVBlocks per engine (0: the H100 profile's), Concurrency (0: the
 	// workload's own), GossipLoss and Seed: the run's fleet, loop, gossip
 	// network and seed.
-	KVBlocks         int     `json:"kv_blocks"`
-	Concurrency      int     `json:"concurrency"`
-	GossipLoss       float64 `json:"gossip_loss"`
-	Seed             uint64  `json:"seed"`
-	Requests         int     `json:"requests"`
-	Errors           int     `json:"errors"`
-	HitRate          float64 `json:"hit_rate"`
-	IdealHitRate     float64 `json:"ideal_hit_rate"`
-	TTFTMeanMS       float64 `json:"ttft_mean_ms"`
-	TTFTP50MS        float64 `json:"ttft_p50_ms"`
-	TTFTP95MS        float64 `json:"ttft_p95_ms"`
-	TTFTP99MS        float64 `json:"ttft_p99_ms"`
+	KVBlocks     int     `json:"kv_blocks"`
+	Concurrency  int     `json:"concurrency"`
+	GossipLoss   float64 `json:"gossip_loss"`
+	Seed         uint64  `json:"seed"`
+	Requests     int     `json:"requests"`
+	Errors       int     `json:"errors"`
+	HitRate      float64 `json:"hit_rate"`
+	IdealHitRate float64 `json:"ideal_hit_rate"`
+	TTFTMeanMS   float64 `json:"ttft_mean_ms"`
+	TTFTP50MS    float64 `json:"ttft_p50_ms"`
+	TTFTP95MS    float64 `json:"ttft_p95_ms"`
+	TTFTP99MS    float64 `json:"ttft_p99_ms"`
+	// TTFTFloor*: the quantiles of the run's requests' TTFTs in an ideal
+	// fleet (Ideal.FloorsMS): what no policy is expected to beat.
+	TTFTFloorMeanMS  float64 `json:"ttft_floor_mean_ms"`
+	TTFTFloorP50MS   float64 `json:"ttft_floor_p50_ms"`
+	TTFTFloorP99MS   float64 `json:"ttft_floor_p99_ms"`
 	E2EP50MS         float64 `json:"e2e_p50_ms"`
 	E2EP99MS         float64 `json:"e2e_p99_ms"`
 	OutputTokensPerS float64 `json:"output_tokens_per_s"`

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/sim/engine"
 	"github.com/prefixring/prefixring/sim/fleet"
 	"github.com/prefixring/prefixring/sim/workload"
 )
@@ -49,6 +50,18 @@ func TestEvalWritesTheReport(t *testing.T) {
 	if calls != total || total != 16+1+4 {
 		t.Fatalf("%d of %d runs reported, want 21", calls, total)
 	}
+	// No run beats its ideal fleet (mean, p50 or p99), and the floors are
+	// not empty: a floor above a run would be a bug, a floor of zero says
+	// nothing.
+	for _, r := range results {
+		if r.TTFTFloorP50MS <= 0 || r.TTFTFloorMeanMS <= 0 || r.TTFTFloorP99MS < r.TTFTFloorP50MS {
+			t.Fatalf("%s %s ×%v: floors mean %v p50 %v p99 %v", r.Policy, r.Workload, r.RateScale, r.TTFTFloorMeanMS, r.TTFTFloorP50MS, r.TTFTFloorP99MS)
+		}
+		if r.TTFTMeanMS < r.TTFTFloorMeanMS || r.TTFTP50MS < r.TTFTFloorP50MS || r.TTFTP99MS < r.TTFTFloorP99MS {
+			t.Errorf("%s %s ×%v: TTFT %v / %v / %v ms below the floors %v / %v / %v", r.Policy, r.Workload, r.RateScale,
+				r.TTFTMeanMS, r.TTFTP50MS, r.TTFTP99MS, r.TTFTFloorMeanMS, r.TTFTFloorP50MS, r.TTFTFloorP99MS)
+		}
+	}
 	dir := t.TempDir()
 	if err := WriteReport(dir, results, "prefixring eval (test)"); err != nil {
 		t.Fatal(err)
@@ -64,7 +77,8 @@ func TestEvalWritesTheReport(t *testing.T) {
 	fields := strings.Fields(`grid policy workload endpoints routers rate_scale load_factor min_bound signal gossip_view
 		gossip_interval_ms key hit_rate ideal_hit_rate ttft_mean_ms ttft_p50_ms ttft_p95_ms ttft_p99_ms e2e_p50_ms e2e_p99_ms
 		output_tokens_per_s prefill_tokens queue_depth_mean queue_depth_max imbalance spill_rate false_spill_rate agreement
-		key_agreement same_engine_turns kv_blocks concurrency gossip_loss seed bound_fired`)
+		key_agreement same_engine_turns kv_blocks concurrency gossip_loss seed bound_fired
+		ttft_floor_mean_ms ttft_floor_p50_ms ttft_floor_p99_ms`)
 	for i, row := range rows {
 		for _, f := range fields {
 			if _, ok := row[f]; !ok {
@@ -168,7 +182,7 @@ func TestIdealHitRate(t *testing.T) {
 		{Arrival: 3, InputLen: 1024, HashIDs: []uint64{9, 2}}, // a different first block: nothing
 		{Arrival: 4, InputLen: 1024, HashIDs: []uint64{1, 2}}, // all cached
 	}
-	got := IdealHitRate(reqs, 16)
+	got := IdealOf(reqs, engine.Config{BlockSize: 16}).HitRate
 	if want := float64(512+1024) / 4096; got != want {
 		t.Fatalf("ideal %v, want %v", got, want)
 	}

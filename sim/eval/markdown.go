@@ -93,6 +93,11 @@ func median(r Result) float64 { return r.TTFTP50MS }
 func p99(r Result) float64    { return r.TTFTP99MS }
 func negHit(r Result) float64 { return -r.HitRate }
 
+// The ideal fleet's TTFTs (Ideal.FloorsMS).
+func floorMean(r Result) float64 { return r.TTFTFloorMeanMS }
+func floorP50(r Result) float64  { return r.TTFTFloorP50MS }
+func floorP99(r Result) float64  { return r.TTFTFloorP99MS }
+
 // short names a workload for tables.
 func short(w string) string {
 	if p, ok := strings.CutPrefix(w, "trace:"); ok {

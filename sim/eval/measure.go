@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/prefixring/prefixring/sim/engine"
 	"github.com/prefixring/prefixring/sim/fleet"
 	"github.com/prefixring/prefixring/sim/workload"
 )
@@ -22,41 +21,20 @@ func quantile(xs []float64, q float64) float64 {
 	return xs[min(max(i, 0), len(xs)-1)]
 }
 
-// IdealHitRate is the share of prompt tokens an infinite cache shared by
-// the whole fleet would hold: each request's leading full blocks that any
-// earlier request (in arrival order) already computed.
-func IdealHitRate(reqs []workload.Request, blockSize int) float64 {
-	order := make([]int, len(reqs))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(reqs[a].Arrival, reqs[b].Arrival) })
-	seen := map[engine.BlockHash]bool{}
-	chain := engine.NewChain(blockSize)
-	var hit, total int
-	for _, i := range order {
-		chain.Reset()
-		reqs[i].AppendTo(chain)
-		p := chain.Prompt()
-		total += p.Len
-		prefix := true
-		for _, b := range p.Blocks {
-			if prefix && seen[b] {
-				hit += blockSize
-			} else {
-				prefix = false
-			}
-			seen[b] = true
-		}
-	}
-	if total == 0 {
+// average is the mean of xs, 0 for none.
+func average(xs []float64) float64 {
+	if len(xs) == 0 {
 		return 0
 	}
-	return float64(hit) / float64(total)
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
 }
 
 // measure computes a run's metrics from its records.
-func measure(res *fleet.Result, reqs []workload.Request, blockSize, endpoints int, ideal func() float64) Result {
+func measure(res *fleet.Result, reqs []workload.Request, blockSize, endpoints int, ideal func() Ideal) Result {
 	var r Result
 	var ttft, e2e []float64
 	var prompt, cached, out int
@@ -92,19 +70,18 @@ func measure(res *fleet.Result, reqs []workload.Request, blockSize, endpoints in
 	slices.Sort(ttft)
 	slices.Sort(e2e)
 	r.TTFTsMS = ttft
-	var sum float64
-	for _, x := range ttft {
-		sum += x
-	}
-	if len(ttft) > 0 {
-		r.TTFTMeanMS = sum / float64(len(ttft))
-	}
+	r.TTFTMeanMS = average(ttft)
 	r.TTFTP50MS, r.TTFTP95MS, r.TTFTP99MS = quantile(ttft, 0.5), quantile(ttft, 0.95), quantile(ttft, 0.99)
 	r.E2EP50MS, r.E2EP99MS = quantile(e2e, 0.5), quantile(e2e, 0.99)
 	if prompt > 0 {
 		r.HitRate = float64(cached) / float64(prompt)
 	}
-	r.IdealHitRate = ideal()
+	id := ideal()
+	r.IdealHitRate = id.HitRate
+	if len(id.FloorsMS) > 0 {
+		r.TTFTFloorMeanMS = average(id.FloorsMS)
+		r.TTFTFloorP50MS, r.TTFTFloorP99MS = quantile(id.FloorsMS, 0.5), quantile(id.FloorsMS, 0.99)
+	}
 	if span := res.End - first; span > 0 {
 		r.OutputTokensPerS = float64(out) / span.Seconds()
 	}

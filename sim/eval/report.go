@@ -237,14 +237,14 @@ func render(p *plot.Plot) (string, error) {
 }
 
 var tableCols = []string{"seed", "grid", "policy", "workload", "fleet", "load", "endpoints", "routers", "rate_scale", "load_factor", "min_bound", "signal", "gossip_view",
-	"gossip_interval_ms", "gossip_loss", "key", "hit_rate", "ideal_hit_rate", "ttft_mean_ms", "ttft_p50_ms", "ttft_p99_ms", "e2e_p99_ms",
+	"gossip_interval_ms", "gossip_loss", "key", "hit_rate", "ideal_hit_rate", "ttft_mean_ms", "ttft_p50_ms", "ttft_p99_ms", "ttft_floor_p50_ms", "e2e_p99_ms",
 	"output_tokens_per_s", "queue_depth_mean", "imbalance", "spill_rate", "bound_fired", "false_spill_rate", "agreement", "same_engine_turns"}
 
 func row(r Result) []string {
 	f := func(x float64) string { return fmt.Sprintf("%.3g", x) }
 	return []string{fmt.Sprint(r.Seed), r.Grid, r.Policy, short(r.Workload), fleetName(r.KVBlocks), loadName(r), fmt.Sprint(r.Endpoints), fmt.Sprint(r.Routers), f(r.RateScale), f(r.LoadFactor), fmt.Sprint(r.MinBound),
 		r.Signal, r.View, f(r.GossipIntervalMS), f(r.GossipLoss), r.Key, fmt.Sprintf("%.3f", r.HitRate), fmt.Sprintf("%.3f", r.IdealHitRate), ms0(r.TTFTMeanMS),
-		ms0(r.TTFTP50MS), ms0(r.TTFTP99MS), ms0(r.E2EP99MS), fmt.Sprintf("%.0f", r.OutputTokensPerS), fmt.Sprintf("%.2f", r.QueueDepthMean),
+		ms0(r.TTFTP50MS), ms0(r.TTFTP99MS), ms0(r.TTFTFloorP50MS), ms0(r.E2EP99MS), fmt.Sprintf("%.0f", r.OutputTokensPerS), fmt.Sprintf("%.2f", r.QueueDepthMean),
 		fmt.Sprintf("%.2f", r.Imbalance), fmt.Sprintf("%.3f", r.SpillRate), fptr(r.BoundFired, 3), fptr(r.FalseSpillRate, 3), fptr(r.Agreement, 3), fptr(r.SameEngineTurns, 2)}
 }
 

@@ -376,9 +376,9 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	ideal := func() float64 { return IdealHitRate(reqs, ec.BlockSize) }
+	ideal := func() Ideal { return IdealOf(reqs, ec) }
 	if isTrace(pt.workload) { // single-turn sessions: the same requests whatever the policy
-		ideal = func() float64 { return wl.ideal(pt.workload, pt.rateScale, pt.seed, reqs, ec.BlockSize) }
+		ideal = func() Ideal { return wl.ideal(pt.workload, pt.rateScale, pt.seed, reqs, ec) }
 	}
 	r := measure(res, reqs, ec.BlockSize, pt.endpoints, ideal)
 	if bounded(pt.policy) {

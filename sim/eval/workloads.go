@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prefixring/prefixring/sim/engine"
 	"github.com/prefixring/prefixring/sim/workload"
 )
 
@@ -156,13 +157,14 @@ func Workload(name string, rateScale float64, seed uint64, requests int) ([]work
 type workloads struct {
 	mu     sync.Mutex
 	cache  map[string][]workload.Session
-	ideals map[string]float64
+	ideals map[string]Ideal
 	cap    int
 }
 
-// ideal returns IdealHitRate(reqs) for a workload whose requests do not
-// depend on the policy, computed once.
-func (w *workloads) ideal(name string, rateScale float64, seed uint64, reqs []workload.Request, blockSize int) float64 {
+// ideal returns IdealOf(reqs, cfg) for a workload whose requests do not
+// depend on the policy, computed once (every run's engines price steps
+// alike: only their KV capacity differs, which the ideal does not read).
+func (w *workloads) ideal(name string, rateScale float64, seed uint64, reqs []workload.Request, cfg engine.Config) Ideal {
 	id := fmt.Sprint(name, "@", rateScale, "#", seed)
 	w.mu.Lock()
 	v, ok := w.ideals[id]
@@ -170,10 +172,10 @@ func (w *workloads) ideal(name string, rateScale float64, seed uint64, reqs []wo
 	if ok {
 		return v
 	}
-	v = IdealHitRate(reqs, blockSize)
+	v = IdealOf(reqs, cfg)
 	w.mu.Lock()
 	if w.ideals == nil {
-		w.ideals = map[string]float64{}
+		w.ideals = map[string]Ideal{}
 	}
 	w.ideals[id] = v
 	w.mu.Unlock()

@@ -1,0 +1,95 @@
+package eval
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prefixring/prefixring/sim/engine"
+	"github.com/prefixring/prefixring/sim/workload"
+)
+
+// Requests that each arrive at an idle engine holding what the ones before
+// them computed take exactly their floors: the ideal prices a lone
+// prefill as the engine does, chunks of the token budget included.
+func TestIdealFloorsAreLoneEngineTTFTs(t *testing.T) {
+	cfg := engine.DefaultConfig()
+	ids := func(from, n int) []uint64 {
+		out := make([]uint64, n)
+		for i := range out {
+			out[i] = uint64(from + i)
+		}
+		return out
+	}
+	reqs := []workload.Request{
+		{Arrival: 0, InputLen: 20000, HashIDs: ids(1, 40)},                            // cold, three chunks
+		{Arrival: time.Minute, InputLen: 21000, HashIDs: append(ids(1, 40), 99, 100)}, // 20,000 cached
+		{Arrival: 2 * time.Minute, InputLen: 700, HashIDs: ids(1, 2)},                 // cached but its last block
+		{Arrival: 3 * time.Minute, InputLen: 300, HashIDs: ids(500, 1)},               // cold, one short step
+	}
+	e, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := engine.NewChain(cfg.BlockSize)
+	var ttfts []float64
+	for i, r := range reqs {
+		chain.Reset()
+		r.AppendTo(chain)
+		er := &engine.Request{ID: uint64(i), Prompt: chain.Prompt(), MaxTokens: 1}
+		if err := e.Add(er, r.Arrival); err != nil {
+			t.Fatal(err)
+		}
+		for now := r.Arrival; e.Busy(); {
+			end, ok := e.Begin(now)
+			if !ok {
+				t.Fatalf("request %d: the engine scheduled nothing", i)
+			}
+			e.End(end)
+			now = end
+		}
+		ttfts = append(ttfts, ms(er.TTFT()))
+	}
+	slices.Sort(ttfts)
+	id := IdealOf(reqs, cfg)
+	if !slices.Equal(id.FloorsMS, ttfts) {
+		t.Fatalf("floors %v, lone engine's TTFTs %v", id.FloorsMS, ttfts)
+	}
+	if ttfts[3] < 2*ttfts[2] {
+		t.Fatalf("a cold 20,000-token prompt (%v ms) should take more than two steps of a cached one (%v ms)", ttfts[3], ttfts[2])
+	}
+}
+
+// Goal 1 says of a miss whose limit lies below the ideal fleet's figure
+// that the ideal fleet misses it too, and of no other; goal 4 counts the
+// seeds where its limit is out of the ideal fleet's reach.
+func TestGoalsTellLimitsBelowTheIdealFleet(t *testing.T) {
+	demo := func(seed uint64, policy string, mean, p50, floorP50 float64) Result {
+		return Result{Grid: GridDemo, Policy: policy, Workload: "demo", Routers: 3, RateScale: 1, Seed: seed,
+			TTFTMeanMS: mean, TTFTP50MS: p50, TTFTP99MS: 80, TTFTFloorMeanMS: 8, TTFTFloorP50MS: floorP50, TTFTFloorP99MS: 30}
+	}
+	md := Markdown([]Result{
+		demo(1, "chwbl", 20, 14, 13), demo(1, "round-robin", 40, 20, 13), // limit 12 ms, ideal 13: out of reach
+		demo(2, "chwbl", 20, 14, 8), demo(2, "round-robin", 40, 20, 8), // limit 12 ms, ideal 8: within reach
+	}, "test")
+	want := "Missed on seed 1: p50 0.70× (its limit, 12.0 ms, is below the ideal fleet's 13.0); seed 2: p50 0.70×."
+	if !strings.Contains(md, want) {
+		t.Fatalf("report lacks %q:\n%s", want, md)
+	}
+	if !strings.Contains(md, "| 8.0 / 8.0–13.0 / 30.0 |") {
+		t.Errorf("goal 1's table lacks the ideal fleet's column:\n%s", md)
+	}
+
+	trace := func(seed uint64, policy string, mean, floor float64) Result {
+		return Result{Grid: GridPolicies, Policy: policy, Workload: "trace:conversation_trace.jsonl", Routers: 3, RateScale: 1, Seed: seed,
+			TTFTMeanMS: mean, TTFTP50MS: mean, TTFTP99MS: mean, TTFTFloorMeanMS: floor}
+	}
+	md = Markdown([]Result{
+		trace(1, "chwbl", 900, 850), trace(1, "round-robin", 1000, 850), // limit 800 below 850
+		trace(2, "chwbl", 900, 455), trace(2, "round-robin", 1000, 455),
+	}, "test")
+	if want := "The limit is below the ideal fleet's mean on 1 of 2 seeds (the ideal fleet: 455–850 ms)."; !strings.Contains(md, want) {
+		t.Fatalf("report lacks %q:\n%s", want, md)
+	}
+}
