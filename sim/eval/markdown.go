@@ -137,6 +137,7 @@ func Markdown(results []Result, command string) string {
 		pol = all.grid(GridCustom)
 	}
 	headline(&b, append(pol, all.grid(GridClosed)...))
+	againstRoundRobin(&b, append(append(set{}, pol...), append(all.grid(GridClosed), all.grid(GridDemo)...)...))
 	goals(&b, all, pol)
 	sweeps(&b, all)
 	b.WriteString("\n## All runs\n\n| " + strings.Join(tableCols, " | ") + " |\n|" + strings.Repeat("---|", len(tableCols)) + "\n")
