@@ -4,7 +4,7 @@ BIN     := bin/prefixring
 PKGS    := ./...
 FUZZTIME ?= 2m
 
-.PHONY: study study-full all build test test-deploy vet fmt-check tidy-check bench bench-proxy vs-haproxy demo e2e-real chaos fuzz clean
+.PHONY: study study-full study-seeds all build test test-deploy vet fmt-check tidy-check bench bench-proxy vs-haproxy demo e2e-real chaos fuzz clean
 
 all: build
 
@@ -74,6 +74,17 @@ study: build
 
 study-full: build
 	$(BIN) eval --full --out out/eval-full
+
+# prefixring against round-robin over seeds 1-20: the study's grid (four
+# workloads, x0.25-x2, both fleets) and 64 at a time. Each report.md's
+# "Against round-robin, seed by seed" counts the seeds above round-robin's
+# (docs/study.md, "The ideal fleet, and twenty seeds (stop 37)"); 5 min here.
+SEEDS20 := 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20
+study-seeds: build
+	$(BIN) eval --workload shared-prefix,multi-turn,multi-turn-completions,agentic --policies chwbl,round-robin \
+		--kv-blocks 0,1500 --rate-scale 0.25,1,2 --seeds $(SEEDS20) --requests 1500 --out out/study-seeds/grid
+	$(BIN) eval --workload multi-turn,agentic --policies chwbl,round-robin --concurrency 64 \
+		--kv-blocks 0,1500 --rate-scale 1 --seeds $(SEEDS20) --requests 1500 --out out/study-seeds/closed
 
 # prefixring in front of three real llama-servers (CPU, a tiny random-weight
 # model): llama.cpp's own metrics must show a higher cached share than
