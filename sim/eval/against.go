@@ -24,7 +24,7 @@ func againstRoundRobin(b *strings.Builder, s set) {
 		if len(r.m) == 0 {
 			continue
 		}
-		r.mUp, r.qUp = countAbove(r.m, 1), countAbove(r.q, 1)
+		r.mUp, r.qUp = len(r.m)-countLE(r.m, 1), len(r.q)-countLE(r.q, 1)
 		runs, mUp, qUp = runs+len(r.m), mUp+r.mUp, qUp+r.qUp
 		if r.mUp+r.qUp > 0 {
 			lossy++
@@ -39,25 +39,10 @@ func againstRoundRobin(b *strings.Builder, s set) {
 		mUp, runs, qUp, lossy, len(rows))
 	b.WriteString("| workload | load | fleet | endpoints | seeds | mean above | p99 above | mean × | p99 × (median) |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		load := fmt.Sprintf("×%g", r.p.rate)
-		if r.p.conc > 0 {
-			load = fmt.Sprintf("c%d", r.p.conc)
-		}
-		fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %s | %s | %s | %s (%.2f) |\n", short(r.p.workload), load, fleetName(r.p.kv), r.p.n, len(r.m),
+		fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %s | %s | %s | %s (%.2f) |\n", short(r.p.workload), loadOf(r.p.rate, r.p.conc), fleetName(r.p.kv), r.p.n, len(r.m),
 			above(r.mUp), above(r.qUp), rangeOf(r.m, 2), rangeOf(r.q, 2), medianOf(r.q))
 	}
 	b.WriteString("\n")
-}
-
-// countAbove counts the xs above lim.
-func countAbove(xs []float64, lim float64) int {
-	n := 0
-	for _, x := range xs {
-		if x > lim {
-			n++
-		}
-	}
-	return n
 }
 
 // above writes a count of seeds, in bold when any.

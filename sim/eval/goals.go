@@ -40,10 +40,16 @@ func goals(b *strings.Builder, all, pol set) {
 
 // ratios returns, seed by seed, f(prefixring)/f(base) at one point.
 func ratios(at set, base string, f func(Result) float64) []float64 {
+	return perSeed(at, base, func(c, o Result) float64 { return f(c) / f(o) })
+}
+
+// perSeed returns, seed by seed, g of prefixring's run and base's run of
+// the same seed at one point.
+func perSeed(at set, base string, g func(c, o Result) float64) []float64 {
 	var out []float64
 	for _, c := range at.where(func(r Result) bool { return r.Policy == prefixring }) {
 		for _, o := range at.where(func(r Result) bool { return r.Policy == base && r.Seed == c.Seed }) {
-			out = append(out, f(c)/f(o))
+			out = append(out, g(c, o))
 		}
 	}
 	return out
@@ -386,7 +392,9 @@ func goalTrace(b *strings.Builder, pol set) {
 		if st != met {
 			bm, _ := bestOther(at, mean)
 			reach := "within the ideal fleet's reach on every seed"
-			if n := len(reachable(at, 0.8, mean, floorMean)); n < len(rs) {
+			// The ideal fleet's mean over round-robin's, seed by seed.
+			ideal := perSeed(at, "round-robin", func(c, o Result) float64 { return floorMean(c) / mean(o) })
+			if n := countLE(ideal, 0.8); n < len(rs) {
 				reach = fmt.Sprintf("below the ideal fleet's mean on %d of %d seeds", len(rs)-n, len(rs))
 			}
 			why = append(why, fmt.Sprintf("trace ×%g, %s fleet: mean %s× round-robin's, hit %s against %s; the best other policy by mean, %s, has %s ms (hit %s). The limit is %s (the ideal fleet: %s ms).",
@@ -395,21 +403,6 @@ func goalTrace(b *strings.Builder, pol set) {
 	}
 	b.WriteString("\n")
 	bullets(b, why)
-}
-
-// reachable returns the seeds at which lim times round-robin's f is at
-// least the floor of prefixring's run: where the ideal fleet would meet a
-// limit of lim on f.
-func reachable(at set, lim float64, f, floor func(Result) float64) []uint64 {
-	var seeds []uint64
-	for _, c := range at.where(func(r Result) bool { return r.Policy == prefixring }) {
-		for _, o := range at.where(func(r Result) bool { return r.Policy == "round-robin" && r.Seed == c.Seed }) {
-			if floor(c) <= lim*f(o) {
-				seeds = append(seeds, c.Seed)
-			}
-		}
-	}
-	return seeds
 }
 
 // bullets writes a list of reasons, one bullet each, and a blank line.

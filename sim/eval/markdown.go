@@ -137,7 +137,7 @@ func Markdown(results []Result, command string) string {
 		pol = all.grid(GridCustom)
 	}
 	headline(&b, append(pol, all.grid(GridClosed)...))
-	againstRoundRobin(&b, append(append(set{}, pol...), append(all.grid(GridClosed), all.grid(GridDemo)...)...))
+	againstRoundRobin(&b, slices.Concat(pol, all.grid(GridClosed), all.grid(GridDemo)))
 	goals(&b, all, pol)
 	sweeps(&b, all)
 	b.WriteString("\n## All runs\n\n| " + strings.Join(tableCols, " | ") + " |\n|" + strings.Repeat("---|", len(tableCols)) + "\n")
@@ -156,11 +156,14 @@ func fleetName(kv int) string {
 }
 
 // loadName names a run's load: its rate scale, or its closed loop.
-func loadName(r Result) string {
-	if r.Concurrency > 0 {
-		return fmt.Sprintf("c%d", r.Concurrency)
+func loadName(r Result) string { return loadOf(r.RateScale, r.Concurrency) }
+
+// loadOf names a load: the rate scale, or a closed loop of conc sessions.
+func loadOf(rate float64, conc int) string {
+	if conc > 0 {
+		return fmt.Sprintf("c%d", conc)
 	}
-	return fmt.Sprintf("×%g", r.RateScale)
+	return fmt.Sprintf("×%g", rate)
 }
 
 // goalPoint is one workload at one load on one fleet: the unit the goals

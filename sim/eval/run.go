@@ -238,10 +238,11 @@ func (m *multi) Acquire(req ring.Request) (ring.Lease, error) {
 // engine) each replica's own requests took the engines in turn, but the
 // replicas' places differed from their first burst on, and 0.32 and 0.35
 // of consecutive requests went to the same engine, against 0.67 in step
-// in virtual time and 0.33 from random places (seed 1). In step, virtual round-robin was harsher than real:
-// on the demo's shape TTFT mean / p50 / p99 106 / 53 / 547 ms, against
-// 71-86 / 36-41 / 320-561 in 30 real runs; from random places 92 / 38 /
-// 467 (docs/study.md, "Round-robin's replicas in step").
+// in virtual time and 0.33 from random places (seed 1). In step, virtual
+// round-robin was harsher than real: on the demo's shape TTFT mean / p50
+// / p99 106 / 53 / 547 ms, against 71-86 / 36-41 / 320-561 in 30 real
+// runs; from random places 92 / 38 / 467 (docs/study.md, "Round-robin's
+// replicas in step").
 func rrStart(seed uint64, i int) uint64 {
 	return rand.New(rand.NewPCG(seed, 0x7272+uint64(i))).Uint64()
 }
