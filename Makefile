@@ -4,7 +4,7 @@ BIN     := bin/prefixring
 PKGS    := ./...
 FUZZTIME ?= 2m
 
-.PHONY: study study-full study-seeds all build test test-deploy vet fmt-check tidy-check bench bench-proxy vs-haproxy demo e2e-real chaos fuzz clean
+.PHONY: study study-full study-seeds study-steady all build test test-deploy vet fmt-check tidy-check bench bench-proxy vs-haproxy demo e2e-real chaos fuzz clean
 
 all: build
 
@@ -85,6 +85,16 @@ study-seeds: build
 		--kv-blocks 0,1500 --rate-scale 0.25,1,2 --seeds $(SEEDS20) --requests 1500 --out out/study-seeds/grid
 	$(BIN) eval --workload multi-turn,agentic --policies chwbl,round-robin --concurrency 64 \
 		--kv-blocks 0,1500 --rate-scale 1 --seeds $(SEEDS20) --requests 1500 --out out/study-seeds/closed
+
+# The study's grid run four times as long (6000 requests a run, against
+# 1500), so that the conversations' caches reach their steady state, at
+# x0.25, x0.5, x1 and x2 on both fleets, chwbl against round-robin, seeds
+# 11-13; per-request records in out/study-steady/records (docs/study.md,
+# "Steady state (stop 38)"); 2.5 min here.
+study-steady: build
+	$(BIN) eval --workload shared-prefix,multi-turn,multi-turn-completions,agentic --policies chwbl,round-robin \
+		--kv-blocks 0,1500 --rate-scale 0.25,0.5,1,2 --seeds 11,12,13 --requests 6000 \
+		--records out/study-steady/records --out out/study-steady
 
 # prefixring in front of three real llama-servers (CPU, a tiny random-weight
 # model): llama.cpp's own metrics must show a higher cached share than
