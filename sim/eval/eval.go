@@ -47,8 +47,17 @@ type Result struct {
 	PrefillTokens    int64   `json:"prefill_tokens"`
 	QueueDepthMean   float64 `json:"queue_depth_mean"`
 	QueueDepthMax    int     `json:"queue_depth_max"`
-	Imbalance        float64 `json:"imbalance"`
-	SpillRate        float64 `json:"spill_rate"`
+	// QueueEarlyMS and QueueLateMS are the mean engine queue delay of the
+	// first and the third quarter of the run's requests by arrival (the
+	// last quarter is left out: an open-loop workload thins out at its
+	// end). QueuesGrew marks an open-loop run past its fleet's capacity
+	// for its policy (see [queuesGrew]); a closed loop's queues are
+	// bounded by its sessions, and it is never marked.
+	QueueEarlyMS float64 `json:"queue_early_ms"`
+	QueueLateMS  float64 `json:"queue_late_ms"`
+	QueuesGrew   bool    `json:"queues_grew"`
+	Imbalance    float64 `json:"imbalance"`
+	SpillRate    float64 `json:"spill_rate"`
 	// BoundFired is the share of keyed picks whose home the bound refused,
 	// in P or in K (chwbl and chwbl-local; null for the others).
 	BoundFired *float64 `json:"bound_fired"`

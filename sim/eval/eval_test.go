@@ -78,7 +78,7 @@ func TestEvalWritesTheReport(t *testing.T) {
 		gossip_interval_ms key hit_rate ideal_hit_rate ttft_mean_ms ttft_p50_ms ttft_p95_ms ttft_p99_ms e2e_p50_ms e2e_p99_ms
 		output_tokens_per_s prefill_tokens queue_depth_mean queue_depth_max imbalance spill_rate false_spill_rate agreement
 		key_agreement same_engine_turns kv_blocks concurrency gossip_loss seed bound_fired
-		ttft_floor_mean_ms ttft_floor_p50_ms ttft_floor_p99_ms`)
+		ttft_floor_mean_ms ttft_floor_p50_ms ttft_floor_p99_ms queue_early_ms queue_late_ms queues_grew`)
 	for i, row := range rows {
 		for _, f := range fields {
 			if _, ok := row[f]; !ok {
@@ -94,6 +94,9 @@ func TestEvalWritesTheReport(t *testing.T) {
 		}
 		if (row["policy"] == "chwbl") != (row["agreement"] != nil) {
 			t.Errorf("run %d: agreement %v for %v", i, row["agreement"], row["policy"])
+		}
+		if row["concurrency"].(float64) > 0 && row["queues_grew"].(bool) {
+			t.Errorf("run %d: a closed loop's queues marked as grown", i)
 		}
 		if q := row["queue_depth_mean"].(float64); q < 0 {
 			t.Errorf("run %d: queue depth %v", i, q)

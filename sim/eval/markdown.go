@@ -138,6 +138,7 @@ func Markdown(results []Result, command string) string {
 	}
 	headline(&b, append(pol, all.grid(GridClosed)...))
 	againstRoundRobin(&b, slices.Concat(pol, all.grid(GridClosed), all.grid(GridDemo)))
+	queuesThatGrew(&b, slices.Concat(pol, all.grid(GridClosed), all.grid(GridDemo)))
 	goals(&b, all, pol)
 	sweeps(&b, all)
 	b.WriteString("\n## All runs\n\n| " + strings.Join(tableCols, " | ") + " |\n|" + strings.Repeat("---|", len(tableCols)) + "\n")

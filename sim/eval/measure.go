@@ -37,6 +37,7 @@ func average(xs []float64) float64 {
 func measure(res *fleet.Result, reqs []workload.Request, blockSize, endpoints int, ideal func() Ideal) Result {
 	var r Result
 	var ttft, e2e []float64
+	var served []fleet.Record
 	var prompt, cached, out int
 	var first time.Duration = -1
 	// Queue depth: for each arrival at an engine, the other requests there
@@ -55,6 +56,7 @@ func measure(res *fleet.Result, reqs []workload.Request, blockSize, endpoints in
 		if first < 0 || rec.Arrival < first {
 			first = rec.Arrival
 		}
+		served = append(served, rec)
 		ttft = append(ttft, ms(rec.TTFT))
 		e2e = append(e2e, ms(rec.E2E))
 		prompt += rec.PromptTokens
@@ -82,6 +84,8 @@ func measure(res *fleet.Result, reqs []workload.Request, blockSize, endpoints in
 		r.TTFTFloorMeanMS = average(id.FloorsMS)
 		r.TTFTFloorP50MS, r.TTFTFloorP99MS = quantile(id.FloorsMS, 0.5), quantile(id.FloorsMS, 0.99)
 	}
+	r.QueueEarlyMS, r.QueueLateMS = queueQuarters(served)
+	r.QueuesGrew = queuesGrew(r.QueueEarlyMS, r.QueueLateMS, r.TTFTFloorMeanMS)
 	if span := res.End - first; span > 0 {
 		r.OutputTokensPerS = float64(out) / span.Seconds()
 	}
@@ -122,3 +126,31 @@ func measure(res *fleet.Result, reqs []workload.Request, blockSize, endpoints in
 	}
 	return r
 }
+
+// queueQuarters returns the mean engine queue delay of the first and the
+// third quarter of recs by arrival (ties in their order), in ms; zeros
+// for fewer than four.
+func queueQuarters(recs []fleet.Record) (early, late float64) {
+	k := len(recs) / 4
+	if k == 0 {
+		return 0, 0
+	}
+	recs = slices.Clone(recs)
+	slices.SortStableFunc(recs, func(a, b fleet.Record) int { return cmp.Compare(a.Arrival, b.Arrival) })
+	mean := func(q []fleet.Record) float64 {
+		var sum time.Duration
+		for _, r := range q {
+			sum += r.QueueDelay
+		}
+		return ms(sum) / float64(len(q))
+	}
+	return mean(recs[:k]), mean(recs[2*k : 3*k])
+}
+
+// queuesGrew reports a run whose engine queues grew through it: its third
+// quarter of requests waited more than twice as long as its first
+// quarter, by more than an ideal fleet's mean TTFT (floor). Such a run is
+// past its fleet's capacity for its policy; its TTFTs rise with its
+// length and measure no steady state (docs/study.md, "Steady state (stop
+// 38)").
+func queuesGrew(early, late, floor float64) bool { return late > 2*early+floor }

@@ -382,6 +382,9 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 		ideal = func() Ideal { return wl.ideal(pt.workload, pt.rateScale, pt.seed, reqs, ec) }
 	}
 	r := measure(res, reqs, ec.BlockSize, pt.endpoints, ideal)
+	if fc.Concurrency > 0 { // a closed loop's queues are bounded by its sessions: none grows without end
+		r.QueuesGrew = false
+	}
 	if bounded(pt.policy) {
 		f := boundFired(res.Records)
 		r.BoundFired = &f
