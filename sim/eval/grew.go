@@ -73,3 +73,13 @@ func grewOf(at set, policy string) string {
 	}
 	return fmt.Sprintf("**%d** of %d", k, len(runs))
 }
+
+// grewNote is what a goal's status adds for the prefixring runs cs whose
+// queues grew: ", queues grew (k of n)", or nothing.
+func grewNote(cs set) string {
+	k := len(cs.where(func(r Result) bool { return r.QueuesGrew }))
+	if k == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", queues grew (%d of %d)", k, len(cs))
+}

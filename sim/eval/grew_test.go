@@ -48,17 +48,25 @@ func TestQueuesGrewComparesTheThirdQuarterWithTheFirst(t *testing.T) {
 func TestReportTablesQueuesThatGrew(t *testing.T) {
 	mk := func(workload string, kv int, seed uint64, policy string, grew bool) Result {
 		return Result{Grid: GridPolicies, Policy: policy, Workload: workload, Routers: 3, RateScale: 2, Endpoints: 8, KVBlocks: kv, Seed: seed,
-			TTFTMeanMS: 30, TTFTP50MS: 30, TTFTP99MS: 90, QueueEarlyMS: float64(10 * seed), QueueLateMS: float64(1000 * seed), QueuesGrew: grew}
+			TTFTMeanMS: 30, TTFTP50MS: 30, TTFTP99MS: 90, HitRate: 0.5, QueueEarlyMS: float64(10 * seed), QueueLateMS: float64(1000 * seed), QueuesGrew: grew}
 	}
 	var rs []Result
 	for seed := uint64(1); seed <= 3; seed++ {
 		rs = append(rs, mk("multi-turn", 1500, seed, "chwbl", seed > 1), mk("multi-turn", 1500, seed, "round-robin", true),
 			mk("multi-turn", 1500, seed, "chash", false), mk("multi-turn", 0, seed, "chwbl", false), mk("multi-turn", 0, seed, "round-robin", false))
 	}
+	const trace = "trace:x/conversation_trace.jsonl"
+	for seed := uint64(1); seed <= 3; seed++ {
+		rs = append(rs, mk(trace, 0, seed, "chwbl", seed == 3), mk(trace, 0, seed, "round-robin", false))
+	}
 	md := Markdown(rs, "test")
 	for _, want := range []string{
 		"## Queues that grew",
-		"Queues grew in 5 of 15 runs at 3 router replicas, at 1 of 2 points.",
+		"Queues grew in 6 of 21 runs at 3 router replicas, at 2 of 3 points.",
+		// goals 2 and 4 say so beside their status
+		"| multi-turn | ×2 | 1500 blk | 1.00 | 1.00 | 1.000 | 0.000 | — | **missed** (3 of 3 seeds), queues grew (2 of 3) |",
+		"| multi-turn | ×2 | H100 | 1.00 | 1.00 | 1.000 | 0.000 | — | **missed** (3 of 3 seeds) |",
+		"| ×2 | H100 | 30 | 30 | 0 | 1.00 | 0.500 | 0.000 | — | **missed** (3 of 3 seeds), queues grew (1 of 3) |",
 		"| multi-turn | ×2 | 1500 blk | 8 | **2** of 3 | **3** of 3 | 2 of 3 | 10–30 | 1000–3000 |",
 	} {
 		if !strings.Contains(md, want) {
@@ -73,7 +81,7 @@ func TestReportTablesQueuesThatGrew(t *testing.T) {
 		r.QueuesGrew = false
 		calm = append(calm, r)
 	}
-	if md := Markdown(calm, "test"); !strings.Contains(md, "No run's did, of 15 at 3 router replicas.") {
+	if md := Markdown(calm, "test"); !strings.Contains(md, "No run's did, of 21 at 3 router replicas.") || strings.Contains(md, ", queues grew (") {
 		t.Errorf("report does not say that no queue grew:\n%s", md)
 	}
 }
