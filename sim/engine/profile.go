@@ -121,6 +121,15 @@ type Batch struct {
 	DecodeContext  int64 // KV tokens the decoding sequences attend over
 }
 
+// AddPrefill adds to b a chunk of n prompt tokens computed after the
+// first computed ones of their sequence.
+func (b *Batch) AddPrefill(computed, n int) {
+	c := int64(computed)
+	b.PrefillTokens += n
+	b.PrefillPairs += int64(n)*c + int64(n)*int64(n+1)/2
+	b.PrefillContext += c
+}
+
 // StepTime is the duration of a step: the overhead plus the larger of its
 // compute time and its memory time (a roofline). Compute: 2 FLOPs per
 // parameter per token, plus 4 x HiddenSize x Layers per attention pair.

@@ -131,10 +131,7 @@ func (e *Engine) schedule(r *Request, n int, now time.Duration) {
 		b.DecodeContext += int64(r.computed + 1)
 		return
 	}
-	c := int64(r.computed)
-	b.PrefillTokens += n
-	b.PrefillPairs += int64(n)*c + int64(n)*int64(n+1)/2
-	b.PrefillContext += c
+	b.AddPrefill(r.computed, n)
 }
 
 func (e *Engine) blocksFor(tokens int) int {

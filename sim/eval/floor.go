@@ -72,11 +72,9 @@ func soloPrefill(cfg engine.Config, cached, total int) time.Duration {
 	var d time.Duration
 	for c := cached; c < total; {
 		n := min(total-c, cfg.MaxNumBatchedTokens)
-		d += cfg.Profile.StepTime(engine.Batch{
-			PrefillTokens:  n,
-			PrefillPairs:   int64(n)*int64(c) + int64(n)*int64(n+1)/2,
-			PrefillContext: int64(c),
-		})
+		var b engine.Batch
+		b.AddPrefill(c, n)
+		d += cfg.Profile.StepTime(b)
 		c += n
 	}
 	return d

@@ -387,10 +387,11 @@ func goalTrace(b *strings.Builder, pol set) {
 			continue
 		}
 		rs := ratios(at, "round-robin", mean)
-		st := status(countLE(rs, 0.8), len(rs)) + grewNote(at.where(func(r Result) bool { return r.Policy == prefixring }))
+		ok := countLE(rs, 0.8)
+		st := status(ok, len(rs)) + grewNote(c[0].runs)
 		fmt.Fprintf(b, "| ×%g | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", p.rate, fleetName(p.kv), c[0].rng(mean, 0), rr[0].rng(mean, 0), c[0].rng(floorMean, 0), rangeOf(rs, 2),
 			c[0].rng(hit, 3), c[0].rng(spill, 3), c[0].rng(fired, 3), st)
-		if countLE(rs, 0.8) < len(rs) {
+		if ok < len(rs) {
 			bm, _ := bestOther(at, mean)
 			reach := "within the ideal fleet's reach on every seed"
 			// The ideal fleet's mean over round-robin's, seed by seed.

@@ -18,19 +18,20 @@ func queuesThatGrew(b *strings.Builder, s set) {
 	}
 	var rows []row
 	var runs, grew int
-	for _, p := range goalPoints(s) {
+	points := goalPoints(s)
+	for _, p := range points {
 		at := s.atGP(p)
 		r := row{p: p}
-		grown := map[string]bool{} // policy: its queues grew at some seed
+		grewAt := map[string]bool{} // policy: its queues grew at some seed
 		for _, x := range at {
 			runs++
-			grown[x.Policy] = grown[x.Policy] || x.QueuesGrew
+			grewAt[x.Policy] = grewAt[x.Policy] || x.QueuesGrew
 			if x.QueuesGrew {
 				grew++
 				r.early, r.late = append(r.early, x.QueueEarlyMS), append(r.late, x.QueueLateMS)
 			}
 		}
-		for _, g := range grown {
+		for _, g := range grewAt {
 			if g {
 				r.grewPolicy++
 			}
@@ -38,7 +39,7 @@ func queuesThatGrew(b *strings.Builder, s set) {
 		if r.grewPolicy == 0 {
 			continue
 		}
-		r.policies = len(grown)
+		r.policies = len(grewAt)
 		r.pr, r.rr = grewOf(at, prefixring), grewOf(at, "round-robin")
 		rows = append(rows, r)
 	}
@@ -51,7 +52,7 @@ func queuesThatGrew(b *strings.Builder, s set) {
 		fmt.Fprintf(b, "No run's did, of %d at 3 router replicas.\n\n", runs)
 		return
 	}
-	fmt.Fprintf(b, "Queues grew in %d of %d runs at 3 router replicas, at %d of %d points. The queue columns range, over the runs that grew, their first and third quarters' mean waits.\n\n", grew, runs, len(rows), len(goalPoints(s)))
+	fmt.Fprintf(b, "Queues grew in %d of %d runs at 3 router replicas, at %d of %d points. The queue columns range, over the runs that grew, their first and third quarters' mean waits.\n\n", grew, runs, len(rows), len(points))
 	b.WriteString("| workload | load | fleet | endpoints | prefixring | round-robin | policies grown | queue, first quarter ms | queue, third quarter ms |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		fmt.Fprintf(b, "| %s | %s | %s | %d | %s | %s | %d of %d | %s | %s |\n", short(r.p.workload), loadOf(r.p.rate, r.p.conc), fleetName(r.p.kv), r.p.n,
@@ -67,7 +68,7 @@ func grewOf(at set, policy string) string {
 	if len(runs) == 0 {
 		return "–"
 	}
-	k := len(runs.where(func(r Result) bool { return r.QueuesGrew }))
+	k := grown(runs)
 	if k == 0 {
 		return fmt.Sprintf("0 of %d", len(runs))
 	}
@@ -77,9 +78,12 @@ func grewOf(at set, policy string) string {
 // grewNote is what a goal's status adds for the prefixring runs cs whose
 // queues grew: ", queues grew (k of n)", or nothing.
 func grewNote(cs set) string {
-	k := len(cs.where(func(r Result) bool { return r.QueuesGrew }))
+	k := grown(cs)
 	if k == 0 {
 		return ""
 	}
 	return fmt.Sprintf(", queues grew (%d of %d)", k, len(cs))
 }
+
+// grown counts the runs of s whose queues grew.
+func grown(s set) int { return len(s.where(func(r Result) bool { return r.QueuesGrew })) }

@@ -19,7 +19,7 @@ func TestQueuesGrewComparesTheThirdQuarterWithTheFirst(t *testing.T) {
 			recs = append(recs, fleet.Record{Arrival: ms(float64(len(waits) - i)), QueueDelay: ms(w), TTFT: ms(w + 5), E2E: ms(w + 50), PromptTokens: 10})
 		}
 		floor := func() Ideal { return Ideal{FloorsMS: []float64{10, 10}} }
-		return measure(&fleet.Result{Records: recs}, nil, 16, 2, floor)
+		return measure(&fleet.Result{Records: recs}, nil, 16, 2, false, floor)
 	}
 	for _, tc := range []struct {
 		name        string

@@ -137,8 +137,9 @@ func Markdown(results []Result, command string) string {
 		pol = all.grid(GridCustom)
 	}
 	headline(&b, append(pol, all.grid(GridClosed)...))
-	againstRoundRobin(&b, slices.Concat(pol, all.grid(GridClosed), all.grid(GridDemo)))
-	queuesThatGrew(&b, slices.Concat(pol, all.grid(GridClosed), all.grid(GridDemo)))
+	seeded := slices.Concat(pol, all.grid(GridClosed), all.grid(GridDemo))
+	againstRoundRobin(&b, seeded)
+	queuesThatGrew(&b, seeded)
 	goals(&b, all, pol)
 	sweeps(&b, all)
 	b.WriteString("\n## All runs\n\n| " + strings.Join(tableCols, " | ") + " |\n|" + strings.Repeat("---|", len(tableCols)) + "\n")

@@ -33,17 +33,21 @@ func average(xs []float64) float64 {
 	return sum / float64(len(xs))
 }
 
-// measure computes a run's metrics from its records.
-func measure(res *fleet.Result, reqs []workload.Request, blockSize, endpoints int, ideal func() Ideal) Result {
+// stay is one request's time in its engine's queue.
+type stay struct{ arrive, admit time.Duration }
+
+// measure computes a run's metrics from its records. closed says the run
+// played its sessions closed loop: its queues are bounded by its
+// sessions, and it is never marked QueuesGrew.
+func measure(res *fleet.Result, reqs []workload.Request, blockSize, endpoints int, closed bool, ideal func() Ideal) Result {
 	var r Result
 	var ttft, e2e []float64
-	var served []fleet.Record
 	var prompt, cached, out int
 	var first time.Duration = -1
 	// Queue depth: for each arrival at an engine, the other requests there
 	// still waiting for their first step.
-	type stay struct{ arrive, admit time.Duration }
 	queue := map[string][]stay{}
+	var stays []stay // every engine's, for the queue's growth
 	busy := map[string]time.Duration{}
 	spills, ok := 0, 0
 	for _, rec := range res.Records {
@@ -56,7 +60,6 @@ func measure(res *fleet.Result, reqs []workload.Request, blockSize, endpoints in
 		if first < 0 || rec.Arrival < first {
 			first = rec.Arrival
 		}
-		served = append(served, rec)
 		ttft = append(ttft, ms(rec.TTFT))
 		e2e = append(e2e, ms(rec.E2E))
 		prompt += rec.PromptTokens
@@ -66,7 +69,8 @@ func measure(res *fleet.Result, reqs []workload.Request, blockSize, endpoints in
 		if rec.Decision == "spill" {
 			spills++
 		}
-		queue[rec.Endpoint] = append(queue[rec.Endpoint], stay{rec.Arrival, rec.Arrival + rec.QueueDelay})
+		st := stay{rec.Arrival, rec.Arrival + rec.QueueDelay}
+		queue[rec.Endpoint], stays = append(queue[rec.Endpoint], st), append(stays, st)
 		busy[rec.Endpoint] += rec.E2E
 	}
 	slices.Sort(ttft)
@@ -84,8 +88,8 @@ func measure(res *fleet.Result, reqs []workload.Request, blockSize, endpoints in
 		r.TTFTFloorMeanMS = average(id.FloorsMS)
 		r.TTFTFloorP50MS, r.TTFTFloorP99MS = quantile(id.FloorsMS, 0.5), quantile(id.FloorsMS, 0.99)
 	}
-	r.QueueEarlyMS, r.QueueLateMS = queueQuarters(served)
-	r.QueuesGrew = queuesGrew(r.QueueEarlyMS, r.QueueLateMS, r.TTFTFloorMeanMS)
+	r.QueueEarlyMS, r.QueueLateMS = queueQuarters(stays)
+	r.QueuesGrew = !closed && queuesGrew(r.QueueEarlyMS, r.QueueLateMS, r.TTFTFloorMeanMS)
 	if span := res.End - first; span > 0 {
 		r.OutputTokensPerS = float64(out) / span.Seconds()
 	}
@@ -128,23 +132,22 @@ func measure(res *fleet.Result, reqs []workload.Request, blockSize, endpoints in
 }
 
 // queueQuarters returns the mean engine queue delay of the first and the
-// third quarter of recs by arrival (ties in their order), in ms; zeros
-// for fewer than four.
-func queueQuarters(recs []fleet.Record) (early, late float64) {
-	k := len(recs) / 4
+// third quarter of ss by arrival (ties in their order), in ms; zeros for
+// fewer than four. It sorts ss.
+func queueQuarters(ss []stay) (early, late float64) {
+	k := len(ss) / 4
 	if k == 0 {
 		return 0, 0
 	}
-	recs = slices.Clone(recs)
-	slices.SortStableFunc(recs, func(a, b fleet.Record) int { return cmp.Compare(a.Arrival, b.Arrival) })
-	mean := func(q []fleet.Record) float64 {
+	slices.SortStableFunc(ss, func(a, b stay) int { return cmp.Compare(a.arrive, b.arrive) })
+	mean := func(q []stay) float64 {
 		var sum time.Duration
-		for _, r := range q {
-			sum += r.QueueDelay
+		for _, s := range q {
+			sum += s.admit - s.arrive
 		}
 		return ms(sum) / float64(len(q))
 	}
-	return mean(recs[:k]), mean(recs[2*k : 3*k])
+	return mean(ss[:k]), mean(ss[2*k : 3*k])
 }
 
 // queuesGrew reports a run whose engine queues grew through it: its third

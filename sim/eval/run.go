@@ -381,10 +381,7 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 	if isTrace(pt.workload) { // single-turn sessions: the same requests whatever the policy
 		ideal = func() Ideal { return wl.ideal(pt.workload, pt.rateScale, pt.seed, reqs, ec) }
 	}
-	r := measure(res, reqs, ec.BlockSize, pt.endpoints, ideal)
-	if fc.Concurrency > 0 { // a closed loop's queues are bounded by its sessions: none grows without end
-		r.QueuesGrew = false
-	}
+	r := measure(res, reqs, ec.BlockSize, pt.endpoints, fc.Concurrency > 0, ideal)
 	if bounded(pt.policy) {
 		f := boundFired(res.Records)
 		r.BoundFired = &f
