@@ -39,7 +39,7 @@ func evalCommand() *cli.Command {
 			"every combination of the comma lists given (the others at prefixring's defaults). Writes DIR/results.json,\n" +
 			"DIR/report.md (the goals checked, in ranges over the seeds) and DIR/index.html (charts).",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "workload", EnvVars: env("eval-workload"), Value: join(d.Workloads), Usage: "comma list of shared-prefix (SGLang's benchmark shape, Zipf-skewed groups), multi-turn, multi-turn-completions, agentic (closed loop: each turn after the previous answer, keyed by the production keyer on its JSON body) and trace:PATH (Mooncake format)"},
+			&cli.StringFlag{Name: "workload", EnvVars: env("eval-workload"), Value: join(d.Workloads), Usage: "comma list of shared-prefix (SGLang's benchmark shape, Zipf-skewed groups), multi-turn, multi-turn-completions, agentic (closed loop: each turn after the previous answer, keyed by the production keyer on its JSON body) and trace:PATH (Mooncake format; requests that share a timestamp spread over its tick, under the seed) or trace-recorded:PATH (every request at its timestamp as written)"},
 			&cli.StringFlag{Name: "policies", EnvVars: env("eval-policies"), Value: join(d.Policies), Usage: "comma list of " + join(eval.Policies) + " (least-tokens: least-load over prompt tokens not yet answered)"},
 			&cli.StringFlag{Name: "endpoints", EnvVars: env("eval-endpoints"), Value: joinAny(d.Endpoints), Usage: "comma list of engine counts"},
 			&cli.StringFlag{Name: "routers", EnvVars: env("eval-routers"), Value: joinAny(d.Routers), Usage: "comma list of router replica counts (each policy runs that many independent instances; chwbl's gossip)"},

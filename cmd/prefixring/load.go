@@ -19,7 +19,7 @@ func loadCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "load",
 		Usage: "drive a workload at OpenAI-compatible URLs in real time and measure TTFT, inter-token latency, throughput and cache hits",
-		Description: "Plays the study's workloads (" + strings.Join(workload.Names, ", ") + ", trace:PATH) against one or more URLs,\n" +
+		Description: "Plays the study's workloads (" + strings.Join(workload.Names, ", ") + ", trace:PATH, trace-recorded:PATH) against one or more URLs,\n" +
 			"spread over them in turn as DNS round-robin would. Closed loop with --concurrency, open loop otherwise\n" +
 			"(Poisson at --rate sessions per second, or the workload's own start times). Every request carries an\n" +
 			"X-Request-Id; a server that echoes it (vLLM with --enable-request-id-headers, prefixring sim) has each\n" +
@@ -28,7 +28,7 @@ func loadCommand() *cli.Command {
 			"   prefixring load --compare before.json after.json",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "url", EnvVars: env("load-url"), Usage: "comma-separated server roots (http://host:port)"},
-			&cli.StringFlag{Name: "workload", EnvVars: env("load-workload"), Value: "multi-turn", Usage: "workload: " + strings.Join(workload.Names, ", ") + ", or trace:PATH (Mooncake format)"},
+			&cli.StringFlag{Name: "workload", EnvVars: env("load-workload"), Value: "multi-turn", Usage: "workload: " + strings.Join(workload.Names, ", ") + ", trace:PATH (Mooncake format; requests that share a timestamp spread over its tick) or trace-recorded:PATH (every request at its timestamp)"},
 			&cli.IntFlag{Name: "requests", EnvVars: env("load-requests"), Usage: "stop after this many requests (0: the whole workload)"},
 			&cli.IntFlag{Name: "concurrency", EnvVars: env("load-concurrency"), Usage: "closed loop: sessions in flight at once"},
 			&cli.Float64Flag{Name: "rate", EnvVars: env("load-rate"), Usage: "open loop: sessions started per second, Poisson (0: the workload's own start times)"},

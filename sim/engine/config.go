@@ -34,6 +34,15 @@ func DefaultConfig() Config {
 	}
 }
 
+// Holds reports whether an engine of this configuration takes a request
+// of prompt tokens and at most maxTokens out: the two fit in the model's
+// context and in the KV cache. [Engine.Add] refuses any other with
+// [ErrTooLong].
+func (c Config) Holds(prompt, maxTokens int) bool {
+	total := prompt + maxTokens
+	return total <= c.MaxModelLen && (total+c.BlockSize-1)/c.BlockSize <= c.Blocks()
+}
+
 // Blocks is the KV capacity in blocks: NumBlocks, or the profile's.
 func (c Config) Blocks() int {
 	if c.NumBlocks > 0 {

@@ -33,14 +33,12 @@ func (e *Engine) Config() Config { return e.cfg }
 
 // Add queues a request that arrived at now.
 func (e *Engine) Add(r *Request, now time.Duration) error {
-	total := r.Prompt.Len + r.MaxTokens
-	bs := e.cfg.BlockSize
 	switch {
 	case r.Prompt.Len <= 0 || r.MaxTokens <= 0:
 		return errors.New("engine: a request needs a prompt and MaxTokens >= 1")
-	case len(r.Prompt.Blocks) != r.Prompt.Len/bs:
+	case len(r.Prompt.Blocks) != r.Prompt.Len/e.cfg.BlockSize:
 		return errors.New("engine: prompt blocks do not match its length and the block size")
-	case total > e.cfg.MaxModelLen || (total+bs-1)/bs > len(e.kv.blocks):
+	case !e.cfg.Holds(r.Prompt.Len, r.MaxTokens):
 		return ErrTooLong
 	}
 	r.Arrival = now

@@ -16,6 +16,7 @@ import (
 	"github.com/prefixring/prefixring/policy"
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/sim/fleet"
+	"github.com/prefixring/prefixring/sim/workload"
 )
 
 // Grid is one sweep: each list is an axis, and every combination runs,
@@ -27,7 +28,7 @@ type Grid struct {
 	// Name says what the grid is for; the report reads its questions'
 	// answers from the grids it knows by name (see the Grid* constants).
 	Name            string
-	Workloads       []string // names of WorkloadNames, or trace:PATH
+	Workloads       []string // names of WorkloadNames, or trace:PATH, trace-recorded:PATH
 	Policies        []string // names of policy.Names
 	Endpoints       []int
 	Routers         []int
@@ -60,6 +61,7 @@ const (
 	GridKeys      = "keys"      // the key designs
 	GridDemo      = "demo"      // `make demo`'s shape: 4 engines, closed loop
 	GridClosed    = "closed"    // closed-loop conversations and agent loops (--concurrency)
+	GridRecorded  = "recorded"  // the trace at its timestamps as written, beside its ticks spread (goal 4)
 	GridCustom    = "custom"    // a grid from command-line axes
 )
 
@@ -177,7 +179,7 @@ func DefaultConfig(traces string, full bool) Config {
 	trace := filepath.Join(traces, "conversation_trace.jsonl")
 	hasTrace := false
 	if _, err := os.Stat(trace); err == nil {
-		wls, hasTrace = append(wls, "trace:"+trace), true
+		wls, hasTrace = append(wls, workload.TracePrefix+trace), true
 	}
 	pols := slices.Clone(DefaultPolicies)
 	rates := []float64{0.25, 1, 2}
@@ -202,7 +204,9 @@ func DefaultConfig(traces string, full bool) Config {
 		// A trace's ×1 is the load it was recorded at; from ×2 on its
 		// queues grow.
 		grids = append(grids, mk(GridPolicies, func(g *Grid) {
-			g.Workloads, g.Policies, g.RateScales = []string{"trace:" + trace}, pols, []float64{1, 2}
+			g.Workloads, g.Policies, g.RateScales = []string{workload.TracePrefix + trace}, pols, []float64{1, 2}
+		}), mk(GridRecorded, func(g *Grid) {
+			g.Workloads, g.Policies, g.RateScales = []string{workload.RecordedTracePrefix + trace}, []string{"round-robin", "chwbl-local", "chwbl"}, []float64{1, 2}
 		}))
 	}
 	grids = append(grids,
@@ -329,7 +333,7 @@ func (g Grid) Validate() error {
 	}
 	for _, w := range g.Workloads {
 		if !knownWorkload(w) && !isTrace(w) {
-			return fmt.Errorf("eval: unknown workload %q (known: %s, %s, trace:PATH)", w, strings.Join(WorkloadNames, ", "), strings.Join(ClosedLoopNames, ", "))
+			return fmt.Errorf("eval: unknown workload %q (known: %s, %s, trace:PATH, trace-recorded:PATH)", w, strings.Join(WorkloadNames, ", "), strings.Join(ClosedLoopNames, ", "))
 		}
 	}
 	for _, k := range g.Keys {

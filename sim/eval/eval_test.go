@@ -185,9 +185,18 @@ func TestIdealHitRate(t *testing.T) {
 		{Arrival: 3, InputLen: 1024, HashIDs: []uint64{9, 2}}, // a different first block: nothing
 		{Arrival: 4, InputLen: 1024, HashIDs: []uint64{1, 2}}, // all cached
 	}
-	got := IdealOf(reqs, engine.Config{BlockSize: 16}).HitRate
+	cfg := engine.Config{BlockSize: 16, MaxModelLen: 131072, NumBlocks: 1 << 16}
+	got := IdealOf(reqs, cfg).HitRate
 	if want := float64(512+1024) / 4096; got != want {
 		t.Fatalf("ideal %v, want %v", got, want)
+	}
+	// An engine that holds 1024 tokens and one out refuses a 2048-token
+	// request, as the run's engines do: the ideal fleet leaves it out,
+	// and the blocks it would have computed stay cold.
+	cfg.NumBlocks = (1024 + 1 + 15) / 16
+	long := workload.Request{Arrival: 0, InputLen: 2048, HashIDs: []uint64{9, 2, 7, 8}}
+	if got := IdealOf(append([]workload.Request{long}, reqs...), cfg).HitRate; got != float64(512+1024)/4096 {
+		t.Fatalf("ideal with a refused request %v, want %v", got, float64(512+1024)/4096)
 	}
 }
 

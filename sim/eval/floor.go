@@ -13,6 +13,9 @@ import (
 // the run's configuration per request, admitting it on arrival and running
 // nothing else, whose prefix cache holds every block that any request that
 // arrived before it computed (an infinite cache shared by the whole fleet).
+// A request that such an engine refuses, too long for its context or its
+// KV cache (engine.Config.Holds), is left out, as a run's TTFTs and hit
+// rate leave out the requests its engines refused.
 type Ideal struct {
 	// HitRate is the share of prompt tokens that cache holds: each
 	// request's leading full blocks already computed.
@@ -45,6 +48,9 @@ func IdealOf(reqs []workload.Request, cfg engine.Config) Ideal {
 		chain.Reset()
 		reqs[i].AppendTo(chain)
 		p := chain.Prompt()
+		if !cfg.Holds(p.Len, max(reqs[i].OutputLen, 1)) {
+			continue
+		}
 		total += p.Len
 		n := 0 // leading blocks computed before
 		for n < len(p.Blocks) && seen[p.Blocks[n]] {

@@ -66,7 +66,7 @@ func TestReportTablesQueuesThatGrew(t *testing.T) {
 		// goals 2 and 4 say so beside their status
 		"| multi-turn | ×2 | 1500 blk | 1.00 | 1.00 | 1.000 | 0.000 | — | **missed** (3 of 3 seeds), queues grew (2 of 3) |",
 		"| multi-turn | ×2 | H100 | 1.00 | 1.00 | 1.000 | 0.000 | — | **missed** (3 of 3 seeds) |",
-		"| ×2 | H100 | 30 | 30 | 0 | 1.00 | 0.500 | 0.000 | — | **missed** (3 of 3 seeds), queues grew (1 of 3) |",
+		"| spread | ×2 | H100 | 30 | 30 | 0 | 1.00 | 0.500 | 0.000 | — | **missed** (3 of 3 seeds), queues grew (1 of 3) |",
 		"| multi-turn | ×2 | 1500 blk | 8 | **2** of 3 | **3** of 3 | 2 of 3 | 10–30 | 1000–3000 |",
 	} {
 		if !strings.Contains(md, want) {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/prefixring/prefixring/sim/workload"
 )
 
 // loadOnly and cacheAware split the policies for the study's first
@@ -100,9 +102,13 @@ func floorP99(r Result) float64  { return r.TTFTFloorP99MS }
 
 // short names a workload for tables.
 func short(w string) string {
-	if p, ok := strings.CutPrefix(w, "trace:"); ok {
+	if p, recorded, ok := workload.TraceName(w); ok {
 		i := strings.LastIndexAny(p, `/\`)
-		return "trace " + strings.TrimSuffix(p[i+1:], ".jsonl")
+		name := "trace " + strings.TrimSuffix(p[i+1:], ".jsonl")
+		if recorded {
+			name += " as recorded"
+		}
+		return name
 	}
 	return w
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // WorkloadNames are the built-in workloads of the study, besides
-// trace:PATH.
+// trace:PATH and trace-recorded:PATH.
 var WorkloadNames = []string{"shared-prefix", "multi-turn", "multi-turn-completions", "agentic"}
 
 // ClosedLoopNames are the built-in workloads that run closed loop (a
@@ -31,8 +31,11 @@ func knownWorkload(name string) bool {
 // open loop, each session at its Start).
 func Concurrency(name string) int { return builtins[name].concurrency }
 
-// isTrace reports a trace:PATH workload.
-func isTrace(workload string) bool { return strings.HasPrefix(workload, "trace:") }
+// isTrace reports a trace workload: trace:PATH or trace-recorded:PATH.
+func isTrace(name string) bool {
+	_, _, ok := workload.TraceName(name)
+	return ok
+}
 
 // Duration is how long the built-in workloads send new sessions.
 const Duration = 60 * time.Second
@@ -105,9 +108,11 @@ func multiTurn(api workload.API) func(int, float64, uint64) ([]workload.Session,
 // workload starts sessions at its rate times rateScale for [Duration], and
 // its think times are divided by rateScale, so every request comes
 // rateScale times as often; a trace (trace:PATH, Mooncake format) is
-// replayed at its own timestamps divided by rateScale.
+// replayed at its own timestamps divided by rateScale, those it shares
+// among requests spread over their tick under seed (workload.SpreadTicks)
+// unless it is named trace-recorded:PATH.
 func Workload(name string, rateScale float64, seed uint64, requests int) ([]workload.Session, error) {
-	if path, ok := strings.CutPrefix(name, "trace:"); ok {
+	if path, recorded, ok := workload.TraceName(name); ok {
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, fmt.Errorf("eval: %w", err)
@@ -116,6 +121,10 @@ func Workload(name string, rateScale float64, seed uint64, requests int) ([]work
 		reqs, err := workload.LoadMooncake(f)
 		if err != nil {
 			return nil, fmt.Errorf("eval: %s: %w", path, err)
+		}
+		if !recorded {
+			// The whole trace, so that its first N are a prefix of it.
+			reqs = workload.SpreadTicks(reqs, seed)
 		}
 		if requests > 0 && len(reqs) > requests {
 			reqs = reqs[:requests]
@@ -128,7 +137,7 @@ func Workload(name string, rateScale float64, seed uint64, requests int) ([]work
 	}
 	b, ok := builtins[name]
 	if !ok {
-		return nil, fmt.Errorf("eval: unknown workload %q (known: %s, trace:PATH)", name, strings.Join(WorkloadNames, ", "))
+		return nil, fmt.Errorf("eval: unknown workload %q (known: %s, trace:PATH, trace-recorded:PATH)", name, strings.Join(WorkloadNames, ", "))
 	}
 	rate := b.rate * rateScale
 	n := max(1, int(math.Round(rate*Duration.Seconds())))
@@ -162,10 +171,10 @@ type workloads struct {
 }
 
 // ideal returns IdealOf(reqs, cfg) for a workload whose requests do not
-// depend on the policy, computed once (every run's engines price steps
-// alike: only their KV capacity differs, which the ideal does not read).
+// depend on the policy, computed once per KV capacity (every run's engines
+// price steps alike; the capacity decides which requests they refuse).
 func (w *workloads) ideal(name string, rateScale float64, seed uint64, reqs []workload.Request, cfg engine.Config) Ideal {
-	id := fmt.Sprint(name, "@", rateScale, "#", seed)
+	id := fmt.Sprint(name, "@", rateScale, "#", seed, "/", cfg.Blocks())
 	w.mu.Lock()
 	v, ok := w.ideals[id]
 	w.mu.Unlock()

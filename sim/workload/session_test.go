@@ -186,3 +186,103 @@ func TestTraceSessions(t *testing.T) {
 		t.Fatalf("malformed line 3: %v", err)
 	}
 }
+
+// A trace stamped on a coarse grid has its ticks' requests spread within
+// them; a finely stamped one is replayed as written.
+func TestSpreadTicks(t *testing.T) {
+	at := func(ms ...int) []Request {
+		var out []Request
+		for i, m := range ms {
+			out = append(out, Request{Arrival: time.Duration(m) * time.Millisecond, InputLen: i + 1})
+		}
+		return out
+	}
+	// Ticks of 3 s: four requests at 0, one at 3000, three at 6000 (the
+	// last tick, spread over the median gap, 3000 ms).
+	reqs := at(0, 0, 0, 0, 3000, 6000, 6000, 6000)
+	got := SpreadTicks(reqs, 1)
+	if reqs[1].Arrival != 0 {
+		t.Fatal("SpreadTicks changed its argument")
+	}
+	for i, r := range got {
+		if r.InputLen != i+1 {
+			t.Fatalf("request %d moved in the order: %+v", i, got)
+		}
+		lo := reqs[i].Arrival
+		if r.Arrival < lo || r.Arrival >= lo+3*time.Second {
+			t.Errorf("request %d at %v, outside its tick [%v, %v)", i, r.Arrival, lo, lo+3*time.Second)
+		}
+		if i > 0 && r.Arrival < got[i-1].Arrival {
+			t.Errorf("request %d at %v, before request %d at %v", i, r.Arrival, i-1, got[i-1].Arrival)
+		}
+	}
+	if got[4].Arrival != 3*time.Second {
+		t.Errorf("a request alone at its timestamp moved to %v", got[4].Arrival)
+	}
+	distinct := map[time.Duration]bool{}
+	for _, r := range got {
+		distinct[r.Arrival] = true
+	}
+	if len(distinct) != len(got) {
+		t.Errorf("requests still share arrival times: %+v", got)
+	}
+	if !reflect.DeepEqual(SpreadTicks(reqs, 1), got) {
+		t.Error("the same seed spread the ticks differently")
+	}
+	if reflect.DeepEqual(SpreadTicks(reqs, 2), got) {
+		t.Error("another seed spread the ticks alike")
+	}
+	// Stamped to the millisecond: nothing shares a timestamp, nothing moves.
+	fine := at(0, 7, 12, 400, 401)
+	if !reflect.DeepEqual(SpreadTicks(fine, 1), fine) {
+		t.Errorf("a finely stamped trace moved: %+v", SpreadTicks(fine, 1))
+	}
+	// One timestamp for all: no tick to spread over.
+	if one := at(5, 5, 5); !reflect.DeepEqual(SpreadTicks(one, 1), one) {
+		t.Errorf("a trace of one timestamp moved: %+v", SpreadTicks(one, 1))
+	}
+}
+
+func TestTraceNames(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "t.jsonl")
+	trace := `{"timestamp": 0, "input_length": 700, "output_length": 5, "hash_ids": [1, 2]}
+{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 3]}
+{"timestamp": 1000, "input_length": 600, "output_length": 5, "hash_ids": [4]}
+`
+	if err := os.WriteFile(path, []byte(trace), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spread, err := Named(TracePrefix+path, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded, err := Named(RecordedTracePrefix+path, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recorded[0].Start != 0 || recorded[1].Start != 0 {
+		t.Errorf("as recorded, the first tick's requests start at %v and %v", recorded[0].Start, recorded[1].Start)
+	}
+	if spread[0].Start == spread[1].Start || spread[1].Start >= time.Second || spread[2].Start != time.Second {
+		t.Errorf("spread, the requests start at %v, %v, %v", spread[0].Start, spread[1].Start, spread[2].Start)
+	}
+	for _, tc := range []struct {
+		name           string
+		path           string
+		recorded, isTr bool
+	}{
+		{"trace:a/b.jsonl", "a/b.jsonl", false, true},
+		{"trace-recorded:a/b.jsonl", "a/b.jsonl", true, true},
+		{"multi-turn", "", false, false},
+		{"traces:a", "", false, false},
+	} {
+		p, rec, ok := TraceName(tc.name)
+		if p != tc.path || rec != tc.recorded || ok != tc.isTr {
+			t.Errorf("TraceName(%q) = %q, %v, %v", tc.name, p, rec, ok)
+		}
+	}
+	if _, err := Named(RecordedTracePrefix, 1, 1); err == nil || !strings.Contains(err.Error(), "needs a path") {
+		t.Errorf("a trace name without a path: %v", err)
+	}
+}
