@@ -71,6 +71,7 @@ type options struct {
 	trace            string
 	traceRequests    int
 	traceRateScale   float64
+	traceRecorded    bool
 	out              string
 	verbose          bool
 	haproxyTimeoutS  int
@@ -117,6 +118,7 @@ func main() {
 	flag.StringVar(&o.trace, "trace", "../shared/traces/mooncake/conversation_trace.jsonl", "the Mooncake conversation trace")
 	flag.IntVar(&o.traceRequests, "trace-requests", 1000, "trace: replay its first this many requests")
 	flag.Float64Var(&o.traceRateScale, "trace-rate-scale", 2, "trace: replay speed (2: its timestamps halved; 1000 requests take about 165 s)")
+	flag.BoolVar(&o.traceRecorded, "trace-recorded", false, "trace: replay every request at its timestamp as written (default: a timestamp's requests spread over its tick, under the run's seed)")
 	flag.IntVar(&o.haproxyTimeoutS, "haproxy-timeout", 600, "HAProxy's client, server and queue timeouts, in seconds")
 	flag.DurationVar(&o.requestTimeout, "timeout", 5*time.Minute, "limit of one request at the client")
 	flag.StringVar(&o.out, "out", "out/vs-haproxy", "directory for results.json and every run's load report")
@@ -371,8 +373,12 @@ func runOne(ctx context.Context, o *options, s system, wl string, round int) (re
 		cfg.Concurrency, cfg.ThinkScale = o.concurrency, o.thinkScale
 	case "trace":
 		// The trace is one stream of requests: every round replays the
-		// same ones (the seed only names the run).
-		if sessions, err = workload.Named("trace:"+o.trace, seed, o.traceRateScale); err != nil {
+		// same ones, the seed drawing where in its tick each arrives.
+		name := workload.TracePrefix + o.trace
+		if o.traceRecorded {
+			name = workload.RecordedTracePrefix + o.trace
+		}
+		if sessions, err = workload.Named(name, seed, o.traceRateScale); err != nil {
 			return res, err
 		}
 		if cfg.Requests == 0 {
