@@ -3,7 +3,6 @@ package eval
 import (
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -112,19 +111,12 @@ func multiTurn(api workload.API) func(int, float64, uint64) ([]workload.Session,
 // among requests spread over their tick under seed (workload.SpreadTicks)
 // unless it is named trace-recorded:PATH.
 func Workload(name string, rateScale float64, seed uint64, requests int) ([]workload.Session, error) {
-	if path, recorded, ok := workload.TraceName(name); ok {
-		f, err := os.Open(path)
+	if isTrace(name) {
+		// The whole trace is read and spread, so that its first N are a
+		// prefix of it.
+		reqs, err := workload.ReadTrace(name, seed)
 		if err != nil {
 			return nil, fmt.Errorf("eval: %w", err)
-		}
-		defer f.Close()
-		reqs, err := workload.LoadMooncake(f)
-		if err != nil {
-			return nil, fmt.Errorf("eval: %s: %w", path, err)
-		}
-		if !recorded {
-			// The whole trace, so that its first N are a prefix of it.
-			reqs = workload.SpreadTicks(reqs, seed)
 		}
 		if requests > 0 && len(reqs) > requests {
 			reqs = reqs[:requests]

@@ -285,4 +285,7 @@ func TestTraceNames(t *testing.T) {
 	if _, err := Named(RecordedTracePrefix, 1, 1); err == nil || !strings.Contains(err.Error(), "needs a path") {
 		t.Errorf("a trace name without a path: %v", err)
 	}
+	if _, err := ReadTrace("multi-turn", 1); err == nil || !strings.Contains(err.Error(), "names no trace") {
+		t.Errorf("ReadTrace of a built-in workload: %v", err)
+	}
 }

@@ -2,7 +2,6 @@ package workload
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -137,33 +136,38 @@ func Named(name string, seed uint64, rateScale float64) ([]Session, error) {
 		w.Seed, w.Rate = seed, w.Rate*rateScale
 		return w.Sessions()
 	}
-	if path, recorded, ok := TraceName(name); ok {
-		if path == "" {
-			return nil, fmt.Errorf("workload: %s needs a path", name)
-		}
-		f, err := os.Open(path)
+	if _, _, ok := TraceName(name); ok {
+		reqs, err := ReadTrace(name, seed)
 		if err != nil {
-			return nil, fmt.Errorf("workload: %w", err)
-		}
-		defer f.Close()
-		reqs, err := LoadMooncake(f)
-		if err != nil {
-			return nil, fmt.Errorf("workload: %s: %w", path, err)
-		}
-		if !recorded {
-			reqs = SpreadTicks(reqs, seed)
+			return nil, err
 		}
 		return TraceSessions(reqs, rateScale)
 	}
 	return nil, fmt.Errorf("workload: unknown workload %q (known: %s, trace:PATH, trace-recorded:PATH)", name, strings.Join(Names, ", "))
 }
 
-// LoadTrace reads a Mooncake-format trace from r (see [LoadMooncake]) as
-// sessions at rateScale.
-func LoadTrace(r io.Reader, rateScale float64) ([]Session, error) {
-	reqs, err := LoadMooncake(r)
-	if err != nil {
-		return nil, err
+// ReadTrace reads the requests of a trace workload, named as [TraceName]
+// parses it: the Mooncake-format file at its path, its ticks spread under
+// seed ([SpreadTicks]) unless it is named as recorded.
+func ReadTrace(name string, seed uint64) ([]Request, error) {
+	path, recorded, ok := TraceName(name)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("workload: %q names no trace (trace:PATH, trace-recorded:PATH)", name)
+	case path == "":
+		return nil, fmt.Errorf("workload: %s needs a path", name)
 	}
-	return TraceSessions(reqs, rateScale)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
+	}
+	defer f.Close()
+	reqs, err := LoadMooncake(f)
+	if err != nil {
+		return nil, fmt.Errorf("workload: %s: %w", path, err)
+	}
+	if !recorded {
+		reqs = SpreadTicks(reqs, seed)
+	}
+	return reqs, nil
 }
