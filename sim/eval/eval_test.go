@@ -240,11 +240,7 @@ func TestGoalsCanFail(t *testing.T) {
 			HitRate: hit, TTFTMeanMS: mean, TTFTP99MS: p99}
 	}
 	md := Markdown([]Result{mk("chwbl", 0.8, 30, 100), mk("prefix-key", 0.9, 20, 70), mk("round-robin", 0.7, 25, 90)}, "test")
-	for _, want := range []string{"Met at 0 of 1 points", "hit 0.800 against prefix-key's 0.900", "mean 1.50× prefix-key's", "not below round-robin"} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report lacks %q", want)
-		}
-	}
+	reportHas(t, md, "Met at 0 of 1 points", "hit 0.800 against prefix-key's 0.900", "mean 1.50× prefix-key's", "not below round-robin")
 	md = Markdown([]Result{mk("chwbl", 0.9, 20, 70), mk("round-robin", 0.7, 25, 90)}, "test")
 	if !strings.Contains(md, "Met at 1 of 1 points") {
 		t.Error("a winning point is not met")
@@ -344,11 +340,7 @@ func TestReportShowsRangesOverSeeds(t *testing.T) {
 		mk(1, "chwbl", 0.9, 20, 70), mk(1, "round-robin", 0.5, 40, 90),
 		mk(2, "chwbl", 0.9, 30, 95), mk(2, "round-robin", 0.5, 41, 91),
 	}, "test")
-	for _, want := range []string{"| 20–30 / 70–95 |", "| 40–41 / 90–91 |", "**missed** (1 of 2 seeds)", "seed 2: not below round-robin", "Met at 0 of 1 points"} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report lacks %q", want)
-		}
-	}
+	reportHas(t, md, "| 20–30 / 70–95 |", "| 40–41 / 90–91 |", "**missed** (1 of 2 seeds)", "seed 2: not below round-robin", "Met at 0 of 1 points")
 }
 
 // Goal 3 cannot fail where the bound fired for neither prefixring nor
@@ -517,6 +509,16 @@ func TestRoundRobinReplicasOutOfStep(t *testing.T) {
 			if n < len(recs)/4-3 || n > len(recs)/4+3 {
 				t.Errorf("seed %d: %s took %d of %d requests: not round-robin", r.Seed, id, n, len(recs))
 			}
+		}
+	}
+}
+
+// reportHas fails t for each of wants that report md lacks.
+func reportHas(t *testing.T, md string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
 		}
 	}
 }
