@@ -54,7 +54,7 @@ func evalCommand() *cli.Command {
 			&cli.StringFlag{Name: "gossip-loss", EnvVars: env("eval-gossip-loss"), Value: joinAny(d.GossipLoss), Usage: "comma list of the probability that a gossip publication is lost on its way to each other replica"},
 			&cli.StringFlag{Name: "seeds", EnvVars: env("eval-seeds"), Usage: "comma list of seeds; every point runs once per seed and the report shows ranges (default: --seed, or for the default study " + joinAny(eval.DefaultSeeds) + ")"},
 			&cli.BoolFlag{Name: "full", EnvVars: env("eval-full"), Usage: "the full study: every policy at 1, 3 and 8 router replicas, wider sweeps (docs/study.md gives its run time)"},
-			&cli.StringFlag{Name: "traces", EnvVars: env("eval-traces"), Value: eval.DefaultTraces, Usage: "folder holding the Mooncake traces the default study replays (conversation_trace.jsonl); the study runs without it"},
+			&cli.StringFlag{Name: "traces", EnvVars: env("eval-traces"), Value: eval.DefaultTraces, Usage: "folder holding the Mooncake traces the default study replays (conversation_trace.jsonl, synthetic_trace.jsonl); the study runs without them"},
 			&cli.IntFlag{Name: "requests", EnvVars: env("eval-requests"), Usage: "cap on each workload's requests (a trace is cut to its first N; 0: the workload's own)"},
 			&cli.StringFlag{Name: "kv-blocks", EnvVars: env("eval-kv-blocks"), Usage: "comma list of KV cache blocks (16 tokens) per engine, the fleets; 0: the H100 profile's capacity (default study: 0 and " + fmt.Sprint(eval.SmallKVBlocks) + ")"},
 			&cli.BoolFlag{Name: "kv-capacity-unknown", EnvVars: env("eval-kv-capacity-unknown"), Usage: "hide the engines' KV capacity from the routers (as engines that do not report it): K is then unbounded, or with --kv-average bounded by c·average"},

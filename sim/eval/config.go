@@ -168,18 +168,27 @@ const DefaultRequests = 1500
 // DefaultConfig is the default study, every grid on both fleets (the H100
 // profile's KV and SmallKVBlocks) and DefaultSeeds, DefaultRequests a
 // point: DefaultPolicies on the built-in workloads at ×0.25, ×1 and ×2
-// and on the Mooncake conversation trace (when traces holds it) at ×1 and
-// ×2, at 3 router replicas; the demo's shape (4 engines, 48 conversations
+// and on Mooncake's conversation and synthetic traces (when traces holds
+// them) at ×1 and ×2, the conversation trace also as recorded
+// (GridRecorded), at 3 router replicas; the demo's shape (4 engines, 48 conversations
 // at a time); multi-turn and agentic closed loop (64 sessions at a time);
 // prefixring's c and floor at ×2; the gossip interval and a lossy network
 // at ×2. full adds every policy, ×4, 1 and 8 replicas, the load signals,
 // the key designs and wider sweeps, with every workload's own requests.
 func DefaultConfig(traces string, full bool) Config {
 	wls := slices.Clone(WorkloadNames)
-	trace := filepath.Join(traces, "conversation_trace.jsonl")
-	hasTrace := false
-	if _, err := os.Stat(trace); err == nil {
-		wls, hasTrace = append(wls, workload.TracePrefix+trace), true
+	// Mooncake's traces, where traces holds them: the conversation trace,
+	// stamped on a 3-second grid, is replayed both with its ticks spread
+	// and as recorded; the synthetic one, stamped to the millisecond, as
+	// it is.
+	var traceWls []string
+	conversation := filepath.Join(traces, "conversation_trace.jsonl")
+	hasConversation := fileExists(conversation)
+	if hasConversation {
+		traceWls = append(traceWls, workload.TracePrefix+conversation)
+	}
+	if synthetic := filepath.Join(traces, "synthetic_trace.jsonl"); fileExists(synthetic) {
+		traceWls = append(traceWls, workload.TracePrefix+synthetic)
 	}
 	pols := slices.Clone(DefaultPolicies)
 	rates := []float64{0.25, 1, 2}
@@ -188,7 +197,7 @@ func DefaultConfig(traces string, full bool) Config {
 	}
 	mk := func(name string, f func(*Grid)) Grid {
 		g := defaults()
-		g.Name, g.Workloads, g.Policies = name, slices.DeleteFunc(slices.Clone(wls), isTrace), []string{"chwbl"}
+		g.Name, g.Workloads, g.Policies = name, slices.Clone(wls), []string{"chwbl"}
 		g.KVBlocks = []int{0, SmallKVBlocks}
 		f(&g)
 		return g
@@ -200,13 +209,16 @@ func DefaultConfig(traces string, full bool) Config {
 			g.Routers = []int{1, 3, 8}
 		}
 	}))
-	if hasTrace {
+	if len(traceWls) > 0 {
 		// A trace's ×1 is the load it was recorded at; from ×2 on its
 		// queues grow.
 		grids = append(grids, mk(GridPolicies, func(g *Grid) {
-			g.Workloads, g.Policies, g.RateScales = []string{workload.TracePrefix + trace}, pols, []float64{1, 2}
-		}), mk(GridRecorded, func(g *Grid) {
-			g.Workloads, g.Policies, g.RateScales = []string{workload.RecordedTracePrefix + trace}, []string{"round-robin", "chwbl-local", "chwbl"}, []float64{1, 2}
+			g.Workloads, g.Policies, g.RateScales = traceWls, pols, []float64{1, 2}
+		}))
+	}
+	if hasConversation {
+		grids = append(grids, mk(GridRecorded, func(g *Grid) {
+			g.Workloads, g.Policies, g.RateScales = []string{workload.RecordedTracePrefix + conversation}, []string{"round-robin", "chwbl-local", "chwbl"}, []float64{1, 2}
 		}))
 	}
 	grids = append(grids,
@@ -232,7 +244,7 @@ func DefaultConfig(traces string, full bool) Config {
 			g.RateScales, g.GossipLoss = []float64{2}, []float64{DefaultGossipLoss, LossyGossip}
 			g.GossipIntervals = []time.Duration{gossip.DefaultConfig().Interval, 100 * time.Millisecond, time.Second}
 			if full {
-				g.Workloads, g.Views = slices.DeleteFunc(slices.Clone(wls), isTrace), []core.ViewMode{core.ViewOverlay, core.ViewShared}
+				g.Workloads, g.Views = slices.Clone(wls), []core.ViewMode{core.ViewOverlay, core.ViewShared}
 			}
 		}))
 	if full {
@@ -450,4 +462,9 @@ func readsOf(policy string) reads {
 		return reads{key: true}
 	}
 	return reads{}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

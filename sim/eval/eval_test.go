@@ -409,6 +409,29 @@ func TestDefaultStudyShape(t *testing.T) {
 	if !names[GridDemo] || !names[GridClosed] {
 		t.Fatalf("grids %v lack the demo or the closed loops", names)
 	}
+	if names[GridRecorded] {
+		t.Fatalf("grids %v replay a trace the folder does not hold", names)
+	}
+	// With Mooncake's two traces at hand, both run among the policies, and
+	// the conversation trace, stamped on a coarse clock, also as recorded.
+	dir := t.TempDir()
+	for _, f := range []string{"conversation_trace.jsonl", "synthetic_trace.jsonl"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var traced []string
+	for _, g := range DefaultConfig(dir, false).Grids {
+		for _, w := range g.Workloads {
+			if isTrace(w) {
+				traced = append(traced, g.Name+" "+short(w))
+			}
+		}
+	}
+	want := []string{"policies trace conversation_trace", "policies trace synthetic_trace", "recorded trace conversation_trace as recorded"}
+	if !slices.Equal(traced, want) {
+		t.Fatalf("the traces run as %q, want %q", traced, want)
+	}
 	g := CustomGrid()
 	g.Workloads, g.Policies, g.RateScales = []string{"multi-turn-completions"}, []string{"least-load", LeastTokens}, []float64{2}
 	res, err := Run(Config{Grids: []Grid{g}, Seed: 1, Requests: 300, KVBlocks: SmallKVBlocks})
