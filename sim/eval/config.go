@@ -170,17 +170,18 @@ const DefaultRequests = 1500
 // point: DefaultPolicies on the built-in workloads at ×0.25, ×1 and ×2
 // and on Mooncake's conversation and synthetic traces (when traces holds
 // them) at ×1 and ×2, the conversation trace also as recorded
-// (GridRecorded), at 3 router replicas; the demo's shape (4 engines, 48 conversations
-// at a time); multi-turn and agentic closed loop (64 sessions at a time);
-// prefixring's c and floor at ×2; the gossip interval and a lossy network
-// at ×2. full adds every policy, ×4, 1 and 8 replicas, the load signals,
-// the key designs and wider sweeps, with every workload's own requests.
+// (GridRecorded), at 3 router replicas; the demo's shape (4 engines, 48
+// conversations at a time); multi-turn and agentic closed loop (64
+// sessions at a time); prefixring's c and floor at ×2; the gossip
+// interval and a lossy network at ×2. full adds every policy, ×4, 1 and 8
+// replicas, the load signals, the key designs and wider sweeps, with
+// every workload's own requests.
 func DefaultConfig(traces string, full bool) Config {
 	wls := slices.Clone(WorkloadNames)
 	// Mooncake's traces, where traces holds them: the conversation trace,
 	// stamped on a 3-second grid, is replayed both with its ticks spread
-	// and as recorded; the synthetic one, stamped to the millisecond, as
-	// it is.
+	// and as recorded; the synthetic one, stamped to the millisecond, with
+	// its ticks spread too, which moves the 11 pairs that share one.
 	var traceWls []string
 	conversation := filepath.Join(traces, "conversation_trace.jsonl")
 	hasConversation := fileExists(conversation)
