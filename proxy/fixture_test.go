@@ -158,7 +158,8 @@ func serve(t *testing.T, cfg ServerConfig, h http.Handler) *testServer {
 type fixtureOpts struct {
 	cfg       func(*Config)
 	server    func(*ServerConfig)
-	transport http.RoundTripper // instead of NewTransport's
+	transport http.RoundTripper     // instead of NewTransport's
+	targets   func(Targets) Targets // wraps the endpoint set the router resolves through
 	health    func(*upstream.HealthConfig)
 	ring      func(*ring.Config)
 }
@@ -219,7 +220,11 @@ func newFixtureWith(t *testing.T, n int, o fixtureOpts) *fixture {
 	if o.transport != nil {
 		tr = o.transport
 	}
-	rt, err := NewRouter(cfg, Deps{Picker: bal, Keys: keyer, Targets: f.endpoints, Observer: f.observed, Metrics: m, Log: log, Transport: tr})
+	var targets Targets = f.endpoints
+	if o.targets != nil {
+		targets = o.targets(targets)
+	}
+	rt, err := NewRouter(cfg, Deps{Picker: bal, Keys: keyer, Targets: targets, Observer: f.observed, Metrics: m, Log: log, Transport: tr})
 	if err != nil {
 		t.Fatal(err)
 	}

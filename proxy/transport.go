@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -53,6 +54,12 @@ var (
 	errEndpointDown = errors.New("endpoint stopped answering its health probes")
 	errNoCandidate  = errors.New("no endpoint left to try")
 )
+
+// endpointDownHook, when set (tests), runs on the goroutine that abandons
+// a try whose endpoint stopped answering, before it abandons it: a test
+// holds it back to show that the try's outcome does not depend on when
+// that goroutine gets to run.
+var endpointDownHook atomic.Pointer[func()]
 
 func (t *retrying) RoundTrip(out *http.Request) (*http.Response, error) {
 	x := exchangeOf(out)
@@ -138,13 +145,27 @@ func (t *retrying) send(out *http.Request, x *exchange) (*http.Response, error) 
 	client := out.Context()
 	try, abandon := context.WithCancelCause(client)
 	alive, release := t.rt.targets.Hold(id)
-	stop := context.AfterFunc(alive, func() { abandon(errEndpointDown) })
+	stop := context.AfterFunc(alive, func() {
+		if hook := endpointDownHook.Load(); hook != nil {
+			(*hook)()
+		}
+		abandon(errEndpointDown)
+	})
 	resp, err := t.base.RoundTrip(out.WithContext(try))
 	// Stop watching before releasing the hold: releasing the last hold of
 	// a departed endpoint ends its alive context, which must not abandon
 	// this try's body, on its way now.
 	watching := stop()
 	release()
+	if !watching {
+		// The endpoint's alive context ended before we stopped watching,
+		// so the function above has started; but it runs on a goroutine
+		// of its own and may not have abandoned the try yet. Abandon it
+		// here too (the first cause wins; a client that left first stays
+		// the cause), or the answer would be passed on as a success and
+		// cut mid-body a moment later, after its 200 reached the client.
+		abandon(errEndpointDown)
+	}
 	if !watching && errors.Is(context.Cause(try), errEndpointDown) {
 		// Abandoned while waiting for headers (or as they came): the
 		// endpoint stopped answering its probes, and nothing reached the
