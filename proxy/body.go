@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"math/bits"
 	"net/http"
 	"strings"
@@ -202,21 +203,13 @@ func (rt *Router) readBody(w http.ResponseWriter, r *http.Request) (*body, *apiE
 	deadline := time.Now().Add(rt.cfg.ClientBodyDeadline)
 	rc := http.NewResponseController(w)
 	src := http.MaxBytesReader(w, r.Body, limit)
-	want := int64(64 << 10)
-	if declared > 0 {
-		want = min(declared, want)
-	}
-	buf, reserved, e := rt.takeBuf(nil, 0, int(want))
+	buf, reserved, e := rt.takeBuf(nil, 0, firstBufSize(declared))
 	if e != nil {
 		return nil, e
 	}
 	for declared < 0 || int64(len(buf)) < declared {
 		if len(buf) == cap(buf) {
-			next := int64(2 * cap(buf))
-			if declared > 0 {
-				next = min(next, declared)
-			}
-			if buf, reserved, e = rt.takeBuf(buf, reserved, int(min(next, limit+1))); e != nil {
+			if buf, reserved, e = rt.takeBuf(buf, reserved, nextBufSize(cap(buf), declared, limit)); e != nil {
 				return nil, e
 			}
 		}
@@ -245,6 +238,54 @@ func (rt *Router) readBody(w http.ResponseWriter, r *http.Request) (*body, *apiE
 	x := newBody(buf)
 	x.charge(rt.bodies, reserved)
 	return x, nil
+}
+
+// firstBufSize is the size of the first buffer for a body of declared
+// length (-1: unknown, chunked).
+func firstBufSize(declared int64) int {
+	if declared > 0 {
+		return int(min(declared, 64<<10))
+	}
+	return 64 << 10
+}
+
+// nextBufSize is the size a full buffer of capacity c grows to: twice c,
+// but no more than the declared length, nor than one byte past limit
+// (room for the read that finds a chunked body's end, or the byte that
+// makes it too large).
+func nextBufSize(c int, declared, limit int64) int {
+	next := int64(2 * c)
+	if declared > 0 {
+		next = min(next, declared)
+	}
+	return int(min(next, limit+1))
+}
+
+// peakBodyBytes is the most of the body budget that reading one body of
+// at most limit bytes reserves at once, on an idle router: takeBuf
+// reserves a grown buffer before it gives back the old one (both are in
+// memory while the bytes are copied, and the budget counts memory), and
+// every buffer is rounded up to its pool class. The worst case is a
+// chunked body of exactly a buffer's capacity: its buffers follow the
+// largest sizes (firstBufSize(-1), then nextBufSize up to limit+1), and
+// it still grows once more to read its end. A body with a Content-Length
+// grows through sizes no larger, so it needs no more. Config.Validate
+// requires a budget at least this large, so that any body the router
+// accepts can be read on an idle router; reserving only the growth, or
+// releasing the old buffer first, would admit more than the memory it
+// holds.
+func peakBodyBytes(limit int64) int64 {
+	if limit >= math.MaxInt64/4 {
+		return math.MaxInt64 // the doubling below would overflow
+	}
+	c := int64(bufClass(firstBufSize(-1)))
+	peak := c
+	for c <= limit { // full at c bytes, with maybe a byte more to come
+		next := int64(bufClass(nextBufSize(int(c), -1, limit)))
+		peak = max(peak, c+next)
+		c = next
+	}
+	return peak
 }
 
 // takeBuf moves buf (holding reserved bytes of the body budget) into a

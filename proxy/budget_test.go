@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -18,7 +19,9 @@ import (
 // number of stalled clients each held up to MaxBodyBytes (8 stalled clients
 // held 359 MB in one measurement).
 func TestBufferedBodiesHaveATotalBudget(t *testing.T) {
-	f := newFixture(t, 1, func(c *Config) { c.MaxBufferedBodyBytes, c.MaxBodyBytes = 64<<10, 64<<10 })
+	// A limit under the first buffer's 64 KiB: the smallest budget
+	// Validate accepts is that one buffer.
+	f := newFixture(t, 1, func(c *Config) { c.MaxBufferedBodyBytes, c.MaxBodyBytes = 64<<10, 60000 })
 	c, err := net.Dial("tcp", f.srv.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -59,4 +62,59 @@ func TestBodyHasATotalDeadline(t *testing.T) {
 	}
 	assertAPIError(t, resp, http.StatusRequestTimeout, "invalid_request_error")
 	waitFor(t, "the budget to be returned", func() bool { return f.router.bodies.used.Load() == 0 })
+}
+
+// smallestBudget is the smallest MaxBufferedBodyBytes that Validate accepts
+// with c's other settings (Validate's rule is monotone in it).
+func smallestBudget(t *testing.T, c Config) int64 {
+	t.Helper()
+	lo, hi := int64(1), int64(1)<<40
+	c.MaxBufferedBodyBytes = hi
+	if err := c.Validate(); err != nil {
+		t.Fatalf("no budget accepted: %v", err)
+	}
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if c.MaxBufferedBodyBytes = mid; c.Validate() == nil {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
+// TestSmallestBudgetAdmitsAMaxSizeBody: with the smallest body budget that
+// Validate accepts, an idle router takes any body up to MaxBodyBytes, with
+// a Content-Length or chunked, and gives the whole budget back after.
+// Before the fix Validate accepted a budget equal to MaxBodyBytes, but a
+// growing buffer holds its old and its new capacity at once (and chunked
+// bodies grow one class past the limit to see their end), so such a
+// router answered 503 body_buffer_full to every body over about half the
+// budget, forever.
+func TestSmallestBudgetAdmitsAMaxSizeBody(t *testing.T) {
+	const limit = 1 << 20
+	cfg := DefaultConfig()
+	cfg.MaxBodyBytes = limit
+	budget := smallestBudget(t, cfg)
+	f := newFixture(t, 1, func(c *Config) { c.MaxBodyBytes, c.MaxBufferedBodyBytes = limit, budget })
+	for _, size := range []int{100 << 10, 600 << 10, limit - 100, limit} {
+		body := `{"model":"m","prompt":"` + strings.Repeat("a", size-len(`{"model":"m","prompt":""}`)) + `"}`
+		for _, chunked := range []bool{false, true} {
+			req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/v1/completions", strings.NewReader(body))
+			if chunked {
+				req.Body, req.ContentLength = io.NopCloser(struct{ io.Reader }{strings.NewReader(body)}), -1
+			}
+			resp, err := f.srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			answer := readAll(t, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("budget %d, body of %d bytes (chunked %v): status %d %s", budget, size, chunked, resp.StatusCode, answer)
+			}
+			waitFor(t, "the budget to be returned", func() bool { return f.router.bodies.used.Load() == 0 })
+		}
+	}
 }

@@ -31,7 +31,10 @@ type Config struct {
 	// maximal 128K-token prompts (0.5 MiB each) at once, far more of the
 	// usual few-KiB ones than --max-connections lets in, while the
 	// worst case without it is MaxConnections × MaxBodyBytes (256 GiB
-	// from the defaults).
+	// from the defaults). It must cover one body of MaxBodyBytes at its
+	// peak, 1.5 to 3 times MaxBodyBytes and at least 64 KiB (Validate
+	// says how much): the buffer grows by doubling, and holds its old and
+	// its new capacity while it grows.
 	MaxBufferedBodyBytes int64
 	// ClientBodyDeadline bounds the whole read of a request body, beside
 	// ClientBodyTimeout's bound on each wait: a client trickling a byte
@@ -150,8 +153,11 @@ func (c Config) Validate() error {
 	}
 	positive("client body timeout", c.ClientBodyTimeout)
 	positive("client body deadline", c.ClientBodyDeadline)
-	if c.MaxBufferedBodyBytes < c.MaxBodyBytes {
-		errs = append(errs, fmt.Errorf("max buffered body bytes %d must be >= max body bytes %d", c.MaxBufferedBodyBytes, c.MaxBodyBytes))
+	if peak := peakBodyBytes(max(c.MaxBodyBytes, 1)); c.MaxBufferedBodyBytes < peak {
+		// Less, and an idle router would answer 503 to the largest bodies
+		// it accepts, forever (see peakBodyBytes).
+		errs = append(errs, fmt.Errorf("max buffered body bytes %d must be >= %d: reading one body of max body bytes %d holds that much at its peak (its buffer doubles as it arrives, the old and the new one held while the bytes are copied)",
+			c.MaxBufferedBodyBytes, peak, c.MaxBodyBytes))
 	}
 	positive("upstream timeout", c.UpstreamTimeout)
 	positive("stream idle timeout", c.StreamIdleTimeout)
