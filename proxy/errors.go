@@ -49,6 +49,9 @@ func errMethod(allowed string) *apiError {
 	return &apiError{http.StatusMethodNotAllowed, "Method not allowed; use " + allowed + ".", "invalid_request_error", "method_not_allowed"}
 }
 
+// errEmptyBody answers an empty body on a route that expects a JSON object.
+var errEmptyBody = errBadRequest("request body is empty; this route expects a JSON object")
+
 func errBadRequest(msg string) *apiError {
 	return &apiError{http.StatusBadRequest, msg, "invalid_request_error", "invalid_body"}
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"hash/maphash"
@@ -207,6 +208,14 @@ func (rt *Router) reject(w http.ResponseWriter, e *apiError) {
 // from the History, when on), and what the policy reads.
 func (rt *Router) requestOf(r *http.Request, route prefix.Route, body []byte) (ring.Request, *apiError) {
 	tokens := int64(len(body) / 4)
+	if route != prefix.RouteOther && len(bytes.TrimSpace(body)) == 0 {
+		// Checked before the session header, whose requests go upstream
+		// unparsed: an empty body is never a valid request on the JSON
+		// routes the router keys, so it gets the router's 400 like any
+		// other body the keyer refuses, not whatever an upstream makes
+		// of it.
+		return ring.Request{}, errEmptyBody
+	}
 	if h := rt.cfg.SessionHeader; h != "" {
 		if s := r.Header.Get(h); s != "" {
 			return ring.Request{Key: prefix.SessionKey("", s), Keyed: true, Session: true, Tokens: tokens}, nil

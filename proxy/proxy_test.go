@@ -268,6 +268,29 @@ func TestBadRequestsGetOpenAIErrors(t *testing.T) {
 	}
 }
 
+// TestEmptyBodiesAre400: an empty or whitespace-only body on a JSON route
+// the router keys (chat, completions, embeddings) gets the router's own
+// 400 in OpenAI's shape, as {"model":"m"} does, with or without a session
+// header (whose requests are otherwise forwarded unparsed), and never
+// reaches an upstream. Before the fix an empty body skipped the keyer and
+// was forwarded, so the client got whatever the upstream made of it.
+func TestEmptyBodiesAre400(t *testing.T) {
+	f := newFixture(t, 1)
+	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings"} {
+		for _, body := range []string{"", " \r\n\t "} {
+			for _, session := range []string{"", "user-42"} {
+				t.Run(fmt.Sprintf("%s %q session %q", path, body, session), func(t *testing.T) {
+					resp := f.post(t, path, body, "X-Session-ID", session)
+					assertAPIError(t, resp, http.StatusBadRequest, "invalid_request_error")
+				})
+			}
+		}
+	}
+	if n := f.ups[0].served.Load(); n != 0 {
+		t.Fatalf("upstream served %d empty bodies", n)
+	}
+}
+
 func TestSessionHeaderOverridesPrefix(t *testing.T) {
 	f := newFixture(t, 4)
 	homes := map[string]bool{}
