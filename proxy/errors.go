@@ -45,8 +45,16 @@ func (e *apiError) retryAfter() string {
 	return ""
 }
 
-func errMethod(allowed string) *apiError {
-	return &apiError{http.StatusMethodNotAllowed, "Method not allowed; use " + allowed + ".", "invalid_request_error", "method_not_allowed"}
+// errMethod is the answer to a method the route does not take. It sets the
+// Allow header on w (RFC 9110 requires one on a 405) from the same list
+// its message names, so the two cannot disagree; the caller writes it.
+func errMethod(w http.ResponseWriter, allowed ...string) *apiError {
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	use := allowed[len(allowed)-1]
+	if n := len(allowed); n > 1 {
+		use = strings.Join(allowed[:n-1], ", ") + " or " + use
+	}
+	return &apiError{http.StatusMethodNotAllowed, "Method not allowed; use " + use + ".", "invalid_request_error", "method_not_allowed"}
 }
 
 // errEmptyBody answers an empty body on a route that expects a JSON object.

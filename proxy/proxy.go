@@ -152,7 +152,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if route != prefix.RouteOther && r.Method != http.MethodPost {
-		rt.refuse(w, r, errMethod("POST"))
+		rt.refuse(w, r, errMethod(w, http.MethodPost))
 		return
 	}
 	if r.ContentLength > rt.cfg.MaxBodyBytes {

@@ -72,7 +72,7 @@ func Public(rt http.Handler, ops Ops) http.Handler {
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			writeError(w, errMethod("GET"))
+			writeError(w, errMethod(w, http.MethodGet, http.MethodHead))
 			return
 		}
 		h.ServeHTTP(w, r)

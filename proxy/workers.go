@@ -198,7 +198,7 @@ func (a *WorkersAPI) serveWorkers(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusAccepted, map[string]string{"status": "accepted", "worker_id": url.QueryEscape(u), "url": u})
 	default:
-		writeError(w, errMethod("GET or POST"))
+		writeError(w, errMethod(w, http.MethodGet, http.MethodHead, http.MethodPost))
 	}
 }
 
@@ -218,7 +218,7 @@ func (a *WorkersAPI) serveWorker(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusAccepted, map[string]string{"status": "accepted", "worker_id": url.QueryEscape(u)})
 	default:
-		writeError(w, errMethod("GET or DELETE"))
+		writeError(w, errMethod(w, http.MethodGet, http.MethodHead, http.MethodDelete))
 	}
 }
 
