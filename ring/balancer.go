@@ -334,12 +334,16 @@ func (b *Balancer) acquire(req Request, local bool) (Lease, error) {
 	if local {
 		st = b.newState(s, b.inflight, b.inflight.KV())
 	}
-	i, d, err := s.ring.pick(req, pw, st)
+	i, d, asHome, err := s.ring.place(req, pw, st)
 	if err != nil {
 		return Lease{}, err
 	}
+	// The lease counts what the pick's bound weighed: the new tokens where
+	// the endpoint was bounded as the home (the home, or a followed
+	// endpoint), the whole prompt elsewhere. Settle and Release then give
+	// back exactly that.
 	w := pw.p
-	if d == DecisionHome && pw.homeP > 0 {
+	if asHome && pw.homeP > 0 {
 		w = pw.homeP
 	}
 	return b.lease(req, s.ring.ids[i], d, w, settle, pw), nil

@@ -92,3 +92,54 @@ func TestFollowWeighsAsTheHome(t *testing.T) {
 		t.Fatalf("all new tokens: went to the followed %s, over its bound", follow)
 	}
 }
+
+// TestFollowedLeaseWeighsAsTheHome: a followed pick is bounded with the
+// request's new tokens and the home's slack, so its lease must count the
+// same new tokens in P. Counting the whole prompt let the followed
+// endpoint's P end above anything the home could have reached, and
+// Settle and Release must give back exactly what was counted.
+func TestFollowedLeaseWeighsAsTheHome(t *testing.T) {
+	b, err := NewBalancer(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetEndpoints(fleet(4, 0)); err != nil {
+		t.Fatal(err)
+	}
+	const k = uint64(7)
+	r := b.snap.Load().ring
+	follow := r.ID(r.Candidates(k, nil)[1])
+	for _, id := range r.IDs() {
+		w := int64(1000)
+		if id == follow {
+			w = 5000
+		}
+		defer b.AcquireOn(Request{Key: 1, Keyed: true, Tokens: w}, id, DecisionHome).Release()
+	}
+	const total, before = 8000, 5000
+	req := Request{Key: k, Keyed: true, Tokens: 4000, NewTokens: 200, NewKnown: true, Follow: follow}
+	l, err := b.Acquire(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Endpoint != follow || l.Decision != DecisionSpill {
+		t.Fatalf("went to %s %v, want %s spill", l.Endpoint, l.Decision, follow)
+	}
+	if got := l.Weight(); got != 200 {
+		t.Errorf("lease weighs %d, want the 200 new tokens the home would count", got)
+	}
+	// The home's worst case: its bound for 200 tokens with no floor
+	// (NewKnown, placed by key) plus 3800 tokens of slack.
+	worst := Bound{LoadFactor: 1.25, Own: 1}.Limit(total, 200, 4) + 3800
+	if got := b.Inflight().Load(follow); got != before+200 || got > worst {
+		t.Errorf("followed endpoint's P is %d, want %d (the home's worst case is %d)", got, before+200, worst)
+	}
+	l.Settle()
+	if got := b.Inflight().Load(follow); got != before {
+		t.Errorf("P %d after Settle, want %d", got, before)
+	}
+	l.Release()
+	if got, tot := b.Inflight().Load(follow), b.Inflight().Total(); got != before || tot != total {
+		t.Errorf("P %d, total %d after Release, want %d and %d", got, tot, before, total)
+	}
+}

@@ -95,7 +95,8 @@ type Request struct {
 	// its home: where the key's last turn spilled (policy.Follow
 	// remembers it). A keyed pick tries it first, weighed and bounded as
 	// the home is (its new tokens, the home's slack), and takes it as
-	// DecisionSpill; else the usual walk. Empty: none.
+	// DecisionSpill, its lease counting the new tokens in P as the home's
+	// would; else the usual walk. Empty: none.
 	Follow string
 }
 
@@ -241,12 +242,23 @@ func (s *State) fits(r *Ring, i int, w, limit int64, pw *weights, group uint64) 
 }
 
 func (r *Ring) pick(req Request, pw weights, s *State) (int, Decision, error) {
+	i, d, _, err := r.place(req, pw, s)
+	return i, d, err
+}
+
+// place is pick, also reporting whether the endpoint it chose was
+// weighed and bounded as the key's home is (pw.homeP, the home's slack):
+// the home itself, or the endpoint req follows, which holds the key's
+// history as the home would. The lease then counts pw.homeP as well;
+// counting the whole prompt would hold more in P than the bound that
+// let the request in allowed.
+func (r *Ring) place(req Request, pw weights, s *State) (int, Decision, bool, error) {
 	if !req.Keyed {
 		i := r.leastLoaded(req, s)
 		if i < 0 {
-			return -1, DecisionFallback, ErrNoEndpoints
+			return -1, DecisionFallback, false, ErrNoEndpoints
 		}
-		return i, DecisionFallback, nil
+		return i, DecisionFallback, false, nil
 	}
 	w := max(pw.p, 1)
 	limit := s.limit(w, pw.noFloor)
@@ -256,11 +268,25 @@ func (r *Ring) pick(req Request, pw weights, s *State) (int, Decision, error) {
 	}
 	hlimit := s.limit(hw, pw.noFloor) + pw.homeSlack
 	if i, ok := r.followed(req, &pw, s, hw, hlimit); ok {
-		return i, DecisionSpill, nil
+		return i, DecisionSpill, true, nil
 	}
+	var (
+		i   int
+		d   Decision
+		err error
+	)
 	if req.Group != 0 && pw.spread > 0 {
-		return r.pickGrouped(req, &pw, s, w, limit, hw, hlimit)
+		i, d, err = r.pickGrouped(req, &pw, s, w, limit, hw, hlimit)
+	} else {
+		i, d, err = r.pickRing(req, &pw, s, w, limit, hw, hlimit)
 	}
+	return i, d, d == DecisionHome, err
+}
+
+// pickRing is Pick for a keyed request placed by its key on the ring: the
+// home if it fits its bound (hw, hlimit), else the first later candidate
+// within the walk's (w, limit), else the least loaded.
+func (r *Ring) pickRing(req Request, pw *weights, s *State, w, limit, hw, hlimit int64) (int, Decision, error) {
 	// A bitset of visited endpoints; on the stack up to 1024 endpoints.
 	var small [16]uint64
 	seen := small[:]
@@ -282,12 +308,12 @@ func (r *Ring) pick(req Request, pw weights, s *State) (int, Decision, error) {
 		}
 		if found == 1 {
 			homeUsable = true
-			if s.fits(r, int(i), hw, hlimit, &pw, req.Group) {
+			if s.fits(r, int(i), hw, hlimit, pw, req.Group) {
 				return int(i), DecisionHome, nil
 			}
 			continue
 		}
-		if s.fits(r, int(i), w, limit, &pw, req.Group) {
+		if s.fits(r, int(i), w, limit, pw, req.Group) {
 			if homeUsable {
 				return int(i), DecisionSpill, nil
 			}
