@@ -27,8 +27,18 @@ type counter struct {
 	kvTotal *atomic.Int64
 	// sharedTotal is the Inflight's, as total and kvTotal are.
 	sharedTotal *atomic.Int64
-	mu          sync.Mutex     // guards groups
-	groups      map[uint64]int // in-flight requests per group with a shared part
+	mu          sync.Mutex            // guards groups
+	groups      map[uint64]groupCount // per group with a shared part in flight
+}
+
+// groupCount is one group's hold on an endpoint's K: its requests in
+// flight there, and the shared part that the first of them added, which
+// the last to leave removes. Requests of one group may estimate the part
+// differently, so removing the last one's own estimate would leave K off
+// by the difference for good.
+type groupCount struct {
+	reqs   int
+	shared int64
 }
 
 // NewInflight returns counters with no endpoints.

@@ -129,7 +129,8 @@ func (f *Inflight) HoldsGroup(id string, group uint64) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.groups[group] > 0
+	_, held := c.groups[group]
+	return held
 }
 
 // addKV counts a request's K on c: its own part, and its group's shared
@@ -138,28 +139,39 @@ func (c *counter) addKV(own int64, group uint64, shared int64) {
 	if group != 0 && shared > 0 {
 		c.mu.Lock()
 		if c.groups == nil {
-			c.groups = map[uint64]int{}
+			c.groups = map[uint64]groupCount{}
 		}
-		if c.groups[group]++; c.groups[group] == 1 {
+		g, held := c.groups[group]
+		if !held {
+			// The first of the group here: the engine now holds the part,
+			// at this request's estimate, until the group's last leaves.
+			g.shared = shared
 			own += shared
 			c.shared.Add(shared)
 			c.sharedTotal.Add(shared)
 		}
+		g.reqs++
+		c.groups[group] = g
 		c.mu.Unlock()
 	}
 	c.kv.Add(own)
 	c.kvTotal.Add(own)
 }
 
-// releaseKV undoes addKV.
+// releaseKV undoes addKV. The group's last request to leave removes the
+// shared part that was added, whatever its own estimate of it.
 func (c *counter) releaseKV(own int64, group uint64, shared int64) {
 	if group != 0 && shared > 0 {
 		c.mu.Lock()
-		if c.groups[group]--; c.groups[group] <= 0 {
-			delete(c.groups, group)
-			own += shared
-			c.shared.Add(-shared)
-			c.sharedTotal.Add(-shared)
+		if g, held := c.groups[group]; held {
+			if g.reqs--; g.reqs > 0 {
+				c.groups[group] = g
+			} else {
+				delete(c.groups, group)
+				own += g.shared
+				c.shared.Add(-g.shared)
+				c.sharedTotal.Add(-g.shared)
+			}
 		}
 		c.mu.Unlock()
 	}

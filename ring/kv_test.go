@@ -83,6 +83,42 @@ func TestKVSharedPrefixCountedOnce(t *testing.T) {
 	}
 }
 
+// TestKVSharedPartReleasedAsAdded: two requests of one group may
+// estimate its shared part differently (the public Request allows it).
+// The endpoint counts the part once, at the first request's size, so the
+// last request to leave must remove that size, not its own, in every
+// order of arrival and departure; else K, its total and the shared total
+// stay wrong forever.
+func TestKVSharedPartReleasedAsAdded(t *testing.T) {
+	for _, shared := range [][2]int64{{2000, 1500}, {1500, 2000}} {
+		for _, firstLeavesFirst := range []bool{true, false} {
+			b := tokensBalancer(t, DefaultConfig(), "a")
+			kv := b.Inflight().KV()
+			sh := kv.(SharedLoads)
+			l1 := b.AcquireOn(Request{Key: 1, Keyed: true, Group: 9, SharedTokens: shared[0], Tokens: 3000}, "a", DecisionHome)
+			l2 := b.AcquireOn(Request{Key: 2, Keyed: true, Group: 9, SharedTokens: shared[1], Tokens: 3000}, "a", DecisionHome)
+			// The first request's shared part once, then each one's own part.
+			if got, want := kv.Load("a"), shared[0]+(3000-shared[0])+(3000-shared[1]); got != want {
+				t.Fatalf("shared %v: K(a) %d with both in flight, want %d", shared, got, want)
+			}
+			if got := sh.Shared("a"); got != shared[0] {
+				t.Fatalf("shared %v: shared part of K(a) %d with both in flight, want %d", shared, got, shared[0])
+			}
+			if firstLeavesFirst {
+				l1.Release()
+				l2.Release()
+			} else {
+				l2.Release()
+				l1.Release()
+			}
+			if k, tot, s, st := kv.Load("a"), kv.Total(), sh.Shared("a"), sh.SharedTotal(); k != 0 || tot != 0 || s != 0 || st != 0 {
+				t.Errorf("shared %v, first leaves first %v: K(a) %d, K total %d, shared %d, shared total %d after both left, want all 0",
+					shared, firstLeavesFirst, k, tot, s, st)
+			}
+		}
+	}
+}
+
 // TestKVCapacityBoundsTheHome: where an endpoint's KV capacity is known,
 // K is bounded by KVCapacityFactor times it (by default 0.85) rather
 // than by c·average: the home keeps a request that fits, and refuses one
