@@ -113,3 +113,101 @@ func TestBoundFormula(t *testing.T) {
 		}
 	}
 }
+
+// TestWeightedPicksExceedTheBoundOnlyByFallingBack pins what the package
+// doc promises of P's bound for weighted requests (the tokens signal).
+// Unit weights always find an endpoint within the bound; a request of w
+// tokens does only while the least loaded endpoint, at load m, has
+// m + w within it, which holds whenever m <= w (Own is 1), m + w <= Min,
+// or w·(n−c) <= (c−1)·total. Otherwise no endpoint passes and the pick
+// falls back to the least loaded, ending at most floor(total/n) + w: above
+// the bound by at most floor(total/n) − w and by at most
+// (w·(n−c) − (c−1)·total)/n.
+func TestWeightedPicksExceedTheBoundOnlyByFallingBack(t *testing.T) {
+	// The example in the doc: 18000 tokens on four endpoints at 20000
+	// each. The bound is max(ceil(1.25·98000/4), 16384, 2·18000) = 36000,
+	// and every endpoint would end at 38000.
+	b, err := NewBalancer(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := fleet(4, 0)
+	if err := b.SetEndpoints(ids); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		defer b.AcquireOn(Request{Key: 1, Keyed: true, Tokens: 20000}, id, DecisionHome).Release()
+	}
+	if got := b.snap.Load().state.Limit(18000); got != 36000 {
+		t.Fatalf("bound for 18000 tokens %d, want 36000", got)
+	}
+	l, err := b.Acquire(Request{Key: 5, Keyed: true, Tokens: 18000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if got := b.Inflight().Load(l.Endpoint); l.Decision != DecisionFallback || got != 38000 {
+		t.Fatalf("went to %s %v ending at %d, want a fallback ending at 38000", l.Endpoint, l.Decision, got)
+	}
+
+	fallbacks := 0
+	for seed := range uint64(40) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		n := 2 + rng.IntN(11)
+		r := mustRing(t, fleet(n, int(seed)))
+		cfg := DefaultConfig()
+		cfg.LoadFactor = 1 + rng.Float64()
+		if rng.IntN(2) == 0 {
+			cfg.MinBound = 0
+		}
+		c := cfg.LoadFactor
+		for range 200 {
+			// Near-even loads, where a long prompt finds no room, as often
+			// as uneven ones.
+			loads, base := mapLoads{}, rng.Int64N(40000)
+			for _, id := range r.IDs() {
+				loads[id] = base + rng.Int64N(1+base/4)
+			}
+			total, least := loads.Total(), int64(math.MaxInt64)
+			for _, v := range loads {
+				least = min(least, v)
+			}
+			w := 1 + rng.Int64N(40000)
+			req := Request{Key: rng.Uint64(), Keyed: true, Tokens: w}
+			pw, _ := cfg.weights(req, n, 0)
+			s := NewState(r, nil, loads, cfg.bound())
+			limit := s.Limit(w)
+			i, d, err := r.pick(req, pw, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := loads[r.ID(i)] + w
+			if least+w <= limit {
+				if got > limit {
+					t.Fatalf("seed %d: %s ends at %d %v though the least loaded fits the bound %d", seed, r.ID(i), got, d, limit)
+				}
+				continue
+			}
+			// None fits: the doc's sufficient conditions must all be false.
+			if least <= w || least+w <= cfg.MinBound || float64(w)*(float64(n)-c) <= (c-1)*float64(total) {
+				t.Fatalf("seed %d: n %d c %v total %d w %d least %d: a sufficient condition held, yet %d > bound %d",
+					seed, n, c, total, w, least, least+w, limit)
+			}
+			fallbacks++
+			if d != DecisionFallback || loads[r.ID(i)] != least {
+				t.Fatalf("seed %d: went to %s (load %d) %v, want a fallback to the least loaded (%d)", seed, r.ID(i), loads[r.ID(i)], d, least)
+			}
+			over := got - limit
+			if over > total/int64(n)-w {
+				t.Fatalf("seed %d: %d above the bound, more than floor(total/n) − w = %d", seed, over, total/int64(n)-w)
+			}
+			if most := (float64(w)*(float64(n)-c) - (c-1)*float64(total)) / float64(n); float64(over) > most+1e-9 {
+				t.Fatalf("seed %d: %d above the bound, more than (w·(n−c) − (c−1)·total)/n = %.1f", seed, over, most)
+			}
+		}
+	}
+	if fallbacks == 0 {
+		t.Fatal("no pick fell back: the test checked nothing of the fallback")
+	}
+	t.Logf("%d of %d picks fell back above the bound", fallbacks, 40*200)
+}

@@ -58,11 +58,28 @@
 // run above the bound by the tokens the request would recompute anywhere
 // else: a spill pays only when the home's queue costs more than the cache
 // saves. The walk takes the first candidate that passes; if none does, the
-// least P-loaded usable endpoint. Since c >= 1, some endpoint always passes
-// P's bound when the loads cover the healthy set, so a sequence of picks
-// over one view of the loads never exceeds it
-// (TestSequentialPicksNeverExceedTheBound). Replicas that learn each
-// other's placements late can: see gossip/DESIGN.md.
+// least P-loaded usable endpoint.
+//
+// Whether some endpoint passes P's bound depends on the weights. When the
+// loads cover the healthy set and the request excludes none of it (not a
+// retry), the least loaded endpoint holds some m <= total/n, and some
+// endpoint passes exactly when m + w is within the bound, w the request's
+// weight. For unit weights (the requests signal) that always holds, since
+// c >= 1, so a sequence of picks over one view of the loads never exceeds
+// the bound (TestSequentialPicksNeverExceedTheBound). Under the tokens
+// signal it holds when m <= w (the (1+Own)·w term, Own being 1, lets an
+// endpoint that holds no more than the prompt take it), when m + w <= Min
+// where the floor applies, or when w·(n − c) <= (c − 1)·total (the
+// average plus the prompt is within c times the new average). Otherwise
+// (a long prompt on a busy, even fleet) no endpoint passes: 18000 tokens
+// on four endpoints at 20000 each meet a bound of
+// max(ceil(1.25·98000/4), 16384, 36000) = 36000, which every endpoint
+// would exceed by 2000. The request then falls back to the least loaded
+// endpoint, which ends at most at floor(total/n) + w: above the bound by
+// at most floor(total/n) − w, and by at most (w·(n − c) − (c − 1)·total)/n
+// (TestWeightedPicksExceedTheBoundOnlyByFallingBack; see also the worst
+// case below). Replicas that learn each other's placements late can
+// exceed the bound too: see gossip/DESIGN.md.
 //
 // K's bound is [Config.KVCapacityFactor] (0.85) times the endpoint's KV
 // capacity in tokens where known ([Endpoint.KVCapacity], from
@@ -89,7 +106,8 @@
 //
 // A fallback (no candidate within both bounds) goes to the least P-loaded
 // endpoint and is bounded by neither (TestHomeSlackIsBounded checks the
-// rest and counts fallbacks). Gossip staleness adds to each the load the
+// rest and counts fallbacks); a request that excludes none ends there
+// within floor(total/n) + w, as above. Gossip staleness adds to each the load the
 // other replicas placed since their last publication that reached this
 // one, less what the overlay view presumes they placed (as much as this
 // replica did since its own last publication: gossip/DESIGN.md,
