@@ -171,14 +171,25 @@ func NewSet(cfg HealthConfig, o Options) (*Set, error) {
 	}
 	s := &Set{
 		cfg: cfg, log: o.Log, met: o.Metrics, now: o.Now, arbiter: o.Arbiter,
-		client:  &http.Client{Transport: o.Transport, Timeout: cfg.Timeout},
+		client:  noRedirects(&http.Client{Transport: o.Transport, Timeout: cfg.Timeout}),
 		sources: map[string][]Endpoint{}, checks: map[string]*check{}, alive: map[string]*aliveCtx{},
 		wake: make(chan struct{}, 1), probe: make(chan struct{}, 1),
 		kv: map[string]*kvEntry{}, kvCfg: o.KV, kvNew: make(chan struct{}, 1),
-		kvClient: &http.Client{Transport: o.Transport, Timeout: o.KV.Timeout},
+		kvClient: noRedirects(&http.Client{Transport: o.Transport, Timeout: o.KV.Timeout}),
 	}
 	s.snap.Store(&Snapshot{byID: map[string]int{}})
 	return s, nil
+}
+
+// noRedirects makes c return a redirect as the answer instead of
+// following it. Probes and scrapes go to every endpoint the sources name,
+// registered workers included; following a redirect would let an endpoint
+// send the router's requests to any address, the cloud metadata service
+// the worker policy refuses among them. A redirect is then no healthy
+// answer and no capacity (TestProbesAndScrapesFollowNoRedirect).
+func noRedirects(c *http.Client) *http.Client {
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return c
 }
 
 // SetArbiter makes a (the gossip node) decide what is routed from every
