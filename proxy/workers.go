@@ -69,6 +69,7 @@ var (
 	errUnauthorized = &apiError{http.StatusUnauthorized, "Missing or wrong admin token: send Authorization: Bearer <token> (--admin-token).", "authentication_error", "invalid_admin_token"}
 	errNotLoopback  = &apiError{http.StatusForbidden, "The workers API answers only loopback clients unless the router runs with --admin-token.", "permission_error", "admin_token_required"}
 	errRelayed      = &apiError{http.StatusForbidden, "The request came through a proxy (it carries Forwarded, X-Forwarded-*, X-Real-IP or Via): without --admin-token the workers API answers only direct local callers.", "permission_error", "admin_token_required"}
+	errHTTP10       = &apiError{http.StatusForbidden, "The request came over HTTP/1.0, as a relay (nginx's proxy_pass by default) sends it: without --admin-token the workers API answers only direct local callers, over HTTP/1.1 or later.", "permission_error", "admin_token_required"}
 	errAdminHost    = &apiError{http.StatusForbidden, "Without --admin-token the workers API on the admin listener answers only requests to localhost or a loopback address (Host header).", "permission_error", "admin_token_required"}
 	errPublicHost   = &apiError{http.StatusForbidden, "Without --admin-token the workers API on the API listener answers only dstack's calls (Host: dstack, from loopback, not through a proxy); use the admin listener or --admin-token.", "permission_error", "admin_token_required"}
 	errTooMany      = &apiError{http.StatusConflict, "", "invalid_request_error", "too_many_workers"}
@@ -112,33 +113,62 @@ func (a *WorkersAPI) auth(next http.Handler, public bool) http.Handler {
 
 // forwardingHeaders are the headers a relay adds to say whom it relays:
 // the standard one (RFC 7239), the de facto ones (nginx's X-Real-IP,
-// X-Forwarded-*), Via (RFC 9110, which proxies must add) and the CDNs'.
+// ingress-nginx's X-Original-Forwarded-For), Via (RFC 9110, which
+// proxies must add) and the CDNs'; any header of the X-Forwarded- family
+// (-For, -Host, -Proto, -Port, -Server, -Prefix, ...) counts too
+// (relayed).
 var forwardingHeaders = []string{
-	"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip", "Via",
+	"Forwarded", "X-Real-Ip", "Via", "X-Original-Forwarded-For",
 	"X-Client-Ip", "True-Client-Ip", "Cf-Connecting-Ip", "Fastly-Client-Ip", "X-Cluster-Client-Ip", "X-Envoy-External-Address",
+}
+
+// relayed reports whether r carries a header a relay adds to say whom it
+// relays for.
+func relayed(r *http.Request) bool {
+	for _, h := range forwardingHeaders {
+		if _, ok := r.Header[h]; ok {
+			return true
+		}
+	}
+	for h := range r.Header { // canonical keys
+		if strings.HasPrefix(h, "X-Forwarded-") {
+			return true
+		}
+	}
+	return false
 }
 
 // localCaller decides a call without a token: it must come from a
 // loopback address, carry no forwarding header (a relay on the router's
-// host connects from loopback too), and name a local Host: on the admin
-// listener localhost, a loopback address or dstack; on the API listener
-// only "dstack", the host of the base URL dstack's server calls the router
-// with (router_worker_sync.py: http://dstack, through an SSH tunnel to
-// localhost:<service port>). A relay that rewrites Host to its upstream
-// (nginx's default, $proxy_host: 127.0.0.1:8000) or keeps the client's
-// (the public name) is refused by the Host; one that adds who it relays
-// for, by the header; a browser led to the port by DNS rebinding sends the
-// attacker's Host. What remains is a relay that passes bytes unchanged (a
-// TCP forwarder, ssh -L, kubectl port-forward) to a client that sends
-// Host: dstack: the README's dstack section says so.
+// host connects from loopback too), speak HTTP/1.1 or later, and name a
+// local Host: on the admin listener localhost, a loopback address or
+// dstack; on the API listener only "dstack", the host of the base URL
+// dstack's server calls the router with (router_worker_sync.py:
+// http://dstack, through an SSH tunnel to localhost:<service port>).
+//
+// A relay that adds who it relays for is refused by the header; a browser
+// led to the port by DNS rebinding sends the attacker's Host. A relay that
+// rewrites Host to its upstream (nginx's default, $proxy_host:
+// 127.0.0.1:8000) or keeps the client's (the public name) is refused by
+// the Host on the API listener. On the admin listener a loopback Host is
+// what a local operator sends too, so there nginx's default relay is told
+// apart by the protocol its proxy_pass speaks by default, HTTP/1.0, which
+// no local tool sends unless told to (curl -0). What remains is a relay
+// that passes bytes unchanged (a TCP forwarder, ssh -L, kubectl
+// port-forward) to a client that sends Host: dstack, and on the admin
+// listener a relay that speaks HTTP/1.1, names nobody and rewrites Host
+// to a loopback name (nginx with proxy_http_version 1.1 and no
+// proxy_set_header): docs/security.md says so, and says to set
+// --admin-token whenever anything relays the admin listener.
 func localCaller(r *http.Request, public bool) *apiError {
 	if !loopback(r.RemoteAddr) {
 		return errNotLoopback
 	}
-	for _, h := range forwardingHeaders {
-		if _, ok := r.Header[h]; ok {
-			return errRelayed
-		}
+	if relayed(r) {
+		return errRelayed
+	}
+	if !r.ProtoAtLeast(1, 1) {
+		return errHTTP10
 	}
 	host := strings.ToLower(r.Host)
 	if h, _, err := net.SplitHostPort(host); err == nil {

@@ -1,6 +1,10 @@
 package proxy
 
 import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -190,5 +194,61 @@ func TestWorkersAPIRefusesUnsafeURLs(t *testing.T) {
 	}
 	if n := len(reg.Members()); n != 2 {
 		t.Fatalf("%d workers past a cap of 2", n)
+	}
+}
+
+// nginxDefaultCall sends what nginx's proxy_pass sends with its defaults
+// when it relays a client's POST to the admin listener: HTTP/1.0, Host
+// the upstream's address ($proxy_host), Connection: close, and no header
+// naming the client it relays for.
+func nginxDefaultCall(t *testing.T, base, body string) (int, string) {
+	t.Helper()
+	host := strings.TrimPrefix(base, "http://")
+	conn, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /workers HTTP/1.0\r\nHost: %s\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		host, len(body), body)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// On the admin listener a loopback Host is a local caller's, so a relay on
+// the router's host that rewrites Host to the listener's address and
+// names nobody (nginx's proxy_pass with its defaults) is told apart by
+// the other thing its defaults send: HTTP/1.0. Every relay header of the
+// X-Forwarded- family, and ingress-nginx's X-Original-Forwarded-For, is
+// refused as well, whichever listener.
+func TestWorkersAPIAdminRefusesDefaultRelays(t *testing.T) {
+	reg := workers.NewSet("r0", nil, 0)
+	admin := httptest.NewServer(Admin(Ops{Workers: &WorkersAPI{Registry: reg}}))
+	t.Cleanup(admin.Close)
+	post := `{"url":"http://10.0.0.66:8000","worker_type":"regular"}`
+
+	if code, body := nginxDefaultCall(t, admin.URL, post); code != http.StatusForbidden || !strings.Contains(body, "admin_token_required") {
+		t.Errorf("nginx's default relay to the admin listener: %d %s, want 403", code, body)
+	}
+	for _, h := range []string{"X-Forwarded-Server", "X-Forwarded-Port", "X-Forwarded-Prefix", "X-Forwarded-Uri", "X-Original-Forwarded-For"} {
+		code, _ := dstackCall(t, admin.URL, "POST", "/workers", post, func(r *http.Request) {
+			r.Host = "localhost"
+			r.Header.Set(h, "203.0.113.9")
+		})
+		if code != http.StatusForbidden {
+			t.Errorf("%s on the admin listener: %d, want 403", h, code)
+		}
+	}
+	if m := reg.Members(); len(m) != 0 {
+		t.Fatalf("a relayed client registered %v", m)
+	}
+	// A local operator's call (HTTP/1.1, Host localhost) still registers.
+	if code, body := dstackCall(t, admin.URL, "POST", "/workers", post, func(r *http.Request) { r.Host = "localhost" }); code != http.StatusAccepted {
+		t.Fatalf("a direct local call: %d %v, want 202", code, body)
 	}
 }
