@@ -129,8 +129,75 @@ func (p Policy) CheckURL(u string) error {
 // metadata are cloud metadata addresses outside the link-local ranges.
 var metadata = []netip.Addr{
 	netip.MustParseAddr("fd00:ec2::254"),   // AWS IMDS over IPv6
+	netip.MustParseAddr("fd20:ce::254"),    // Google Cloud's metadata server over IPv6
 	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud
+	netip.MustParseAddr("168.63.129.16"),   // Azure's wire server
 	netip.MustParseAddr("255.255.255.255"), // broadcast
+}
+
+// metadataNames are the names the clouds give their metadata services
+// (Google's short and long names, EC2's instance-data in every region's
+// internal domain). A worker URL is checked as written, not resolved (the
+// merge does no I/O), so any other name that resolves to a refused
+// address still passes: --workers-allow-cidr, which takes IP literals
+// only, is the strict boundary (docs/security.md).
+func metadataName(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	switch {
+	case h == "metadata", h == "metadata.google.internal", h == "metadata.goog", h == "instance-data":
+		return true
+	case strings.HasPrefix(h, "instance-data.") && strings.HasSuffix(h, ".internal"):
+		return true
+	}
+	return false
+}
+
+// embeddedV4 is the IPv4 address an IPv6 address carries by a
+// translation scheme, which a host or a network on the path may turn into
+// a connection to that IPv4 address: IPv4-compatible (::a.b.c.d, not :: or
+// ::1), NAT64's well-known prefix (64:ff9b::/96) and 6to4 (2002::/16).
+// (IPv4-mapped addresses are unmapped before.)
+func embeddedV4(ip netip.Addr) (netip.Addr, bool) {
+	if !ip.Is6() {
+		return netip.Addr{}, false
+	}
+	b := ip.As16()
+	zero12 := true
+	for _, x := range b[:12] {
+		zero12 = zero12 && x == 0
+	}
+	switch {
+	case zero12 && !(b[12] == 0 && b[13] == 0 && b[14] == 0 && b[15] <= 1):
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && isZero(b[4:12]):
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case b[0] == 0x20 && b[1] == 0x02:
+		return netip.AddrFrom4([4]byte(b[2:6])), true
+	}
+	return netip.Addr{}, false
+}
+
+func isZero(b []byte) bool {
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// refusedAddr reports an address a worker may not have unless the
+// policy allows link-local ones, looking through an IPv4 address an IPv6
+// one carries.
+func refusedAddr(ip netip.Addr) bool {
+	refused := func(a netip.Addr) bool {
+		return a.IsLinkLocalUnicast() || a.IsMulticast() || a.IsUnspecified() || containsAddr(metadata, a)
+	}
+	if refused(ip) {
+		return true
+	}
+	v4, ok := embeddedV4(ip)
+	return ok && refused(v4)
 }
 
 func (p Policy) checkHost(u, host string) error {
@@ -142,7 +209,7 @@ func (p Policy) checkHost(u, host string) error {
 		return invalid("%q: an address with a zone is link-local", u)
 	}
 	ip = ip.Unmap()
-	if !p.AllowLinkLocal && (ip.IsLinkLocalUnicast() || ip.IsMulticast() || ip.IsUnspecified() || containsAddr(metadata, ip)) {
+	if !p.AllowLinkLocal && refusedAddr(ip) {
 		return invalid("%q: link-local, metadata, unspecified and multicast addresses are refused unless the router runs with --workers-allow-link-local", u)
 	}
 	if len(p.AllowCIDRs) == 0 {
@@ -182,6 +249,9 @@ func (p Policy) checkName(u, host string) error {
 	last := labels[len(labels)-1]
 	if strings.Trim(last, "0123456789") == "" || strings.HasPrefix(strings.ToLower(last), "0x") {
 		return invalid("%q: the host is neither an IP address nor a DNS name", u)
+	}
+	if !p.AllowLinkLocal && metadataName(host) {
+		return invalid("%q: a cloud metadata service's name is refused unless the router runs with --workers-allow-link-local", u)
 	}
 	return nil
 }

@@ -23,6 +23,12 @@ func TestPolicyRefusesURLs(t *testing.T) {
 		"http://169.254.169.254", "http://169.254.1.1:8000", "http://[fe80::1]:8000", "http://[fe80::1%25eth0]:8000",
 		"http://[::ffff:169.254.169.254]", "http://[fd00:ec2::254]", "http://100.100.100.200",
 		"http://0.0.0.0:8000", "http://[::]:8000", "http://255.255.255.255", "http://224.0.0.1:8000", "http://[ff02::1]:8000",
+		"http://168.63.129.16", "http://[fd20:ce::254]",
+		// IPv4 addresses inside IPv6 ones: IPv4-compatible, NAT64, 6to4
+		"http://[::169.254.169.254]", "http://[64:ff9b::169.254.169.254]", "http://[2002:a9fe:a9fe::1]",
+		// the metadata services' own names (a name is not resolved here)
+		"http://metadata", "http://metadata.google.internal", "http://METADATA.GOOGLE.INTERNAL.", "http://metadata.goog",
+		"http://instance-data", "http://instance-data.ec2.internal", "http://instance-data.us-west-2.compute.internal",
 		// numbers that some resolvers read as addresses (inet_aton)
 		"http://2852039166", "http://127.1:8000", "http://0x7f.0.0.1", "http://0177.0.0.1:8000",
 		"http://10.0.0.7:99999", "http://10.0.0.7:x",
