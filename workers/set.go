@@ -101,7 +101,22 @@ type Dropped struct {
 	Invalid uint64
 	// OverCap: adds that would have taken the set past MaxWorkers.
 	OverCap uint64
+	// Future: ops stamped more than MaxClockAhead past this replica's
+	// clock.
+	Future uint64
 }
+
+// MaxClockAhead is how far past this replica's clock a peer's op may be
+// stamped. A hybrid logical clock takes the greatest stamp it hears, so
+// one stamp from a peer whose clock is far ahead (or a corrupt record)
+// would carry this replica's clock there for good: every later stamp and
+// tombstone would lie in that future, no tombstone would age out, and at
+// the stamp's greatest value the clock wrapped to 0, so a local remove
+// lost to the add. Such an op is dropped and counted (Dropped.Future), as
+// a hybrid logical clock refuses a remote time beyond its maximum offset;
+// an hour is far above the skew of any replicas that keep their clocks
+// with NTP.
+const MaxClockAhead = time.Hour
 
 // Dropped returns the counts of ops from peers not applied.
 func (s *Set) Dropped() Dropped {
@@ -230,6 +245,10 @@ func (s *Set) Merge(ops []Op) bool {
 	for _, op := range ops {
 		if !s.checkLocked(op) {
 			s.dropped.Invalid++
+			continue
+		}
+		if op.Millis() > s.now().Add(MaxClockAhead).UnixMilli() {
+			s.dropped.Future++
 			continue
 		}
 		s.clock = max(s.clock, op.Stamp)

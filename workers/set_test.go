@@ -181,3 +181,38 @@ func TestChangesAreReported(t *testing.T) {
 		t.Fatalf("members %v", got)
 	}
 }
+
+// A peer's op stamped far in this replica's future is dropped, as a hybrid
+// logical clock refuses a remote time beyond its maximum offset: taken in,
+// it would carry the clock with it, so that every later stamp of this
+// replica, and every tombstone, lay in that future and no tombstone ever
+// aged out; at the stamp's greatest value the clock wrapped to 0 and a
+// local remove lost to the add. An op within MaxClockAhead is applied.
+func TestMergeDropsOpsFromTheFarFuture(t *testing.T) {
+	c := &clock{t0}
+	s := newSet("r1", c)
+	for _, stamp := range []uint64{^uint64(0), uint64(t0.Add(MaxClockAhead+time.Second).UnixMilli()) << 16} {
+		if s.Merge([]Op{{URL: "http://10.0.0.66:8000", Stamp: stamp, Origin: "r2"}}) || s.Has("http://10.0.0.66:8000") {
+			t.Fatalf("stamp %#x: applied", stamp)
+		}
+	}
+	if d := s.Dropped(); d.Future != 2 {
+		t.Fatalf("dropped %+v, want 2 from the future", d)
+	}
+	s.Add("http://10.0.0.9:1")
+	if op := s.Ops()[0]; op.Millis() != t0.UnixMilli() {
+		t.Fatalf("the clock moved: a local op stamped at %v, want %v", time.UnixMilli(op.Millis()), t0)
+	}
+
+	ahead := Op{URL: "http://10.0.0.7:8000", Stamp: uint64(t0.Add(MaxClockAhead).UnixMilli()) << 16, Origin: "r2"}
+	if !s.Merge([]Op{ahead}) || !s.Has(ahead.URL) {
+		t.Fatal("an op within MaxClockAhead was not applied")
+	}
+	if !s.Remove(ahead.URL) {
+		t.Fatal("remove refused")
+	}
+	s.Merge([]Op{ahead}) // the peer republishes its add
+	if s.Has(ahead.URL) {
+		t.Fatal("the removed worker came back")
+	}
+}
