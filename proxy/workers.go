@@ -222,7 +222,11 @@ func (a *WorkersAPI) serveWorkers(w http.ResponseWriter, r *http.Request) {
 			writeError(w, errBadRequest(err.Error()))
 			return
 		}
-		if _, err := a.Registry.Register(u); err != nil {
+		if same := a.sameEndpoint(u); len(same) > 0 {
+			// Another spelling of a registered worker: the router routes
+			// them as one endpoint, so it stays one worker.
+			u = same[0]
+		} else if _, err := a.Registry.Register(u); err != nil {
 			writeError(w, registerError(err))
 			return
 		}
@@ -242,7 +246,15 @@ func (a *WorkersAPI) serveWorker(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusOK, a.worker(u))
 	case http.MethodDelete:
-		if !ok || !a.Registry.Remove(u) {
+		removed := false
+		if ok {
+			// Every spelling of the endpoint: a peer may have registered
+			// another one, and either keeps it routed.
+			for _, m := range a.sameEndpoint(u) {
+				removed = a.Registry.Remove(m) || removed
+			}
+		}
+		if !removed {
 			writeError(w, errNoWorker)
 			return
 		}
@@ -276,9 +288,29 @@ func (a *WorkersAPI) lookup(r *http.Request) (string, bool) {
 					return m, true
 				}
 			}
+			if same := a.sameEndpoint(id); len(same) > 0 {
+				return same[0], true // another spelling of the endpoint
+			}
 		}
 	}
 	return "", false
+}
+
+// sameEndpoint returns the registered workers that are the endpoint u
+// names (the same canonical endpoint ID: scheme and host in lower case, no
+// trailing slash or /v1), in the set's order.
+func (a *WorkersAPI) sameEndpoint(u string) []string {
+	ep, _, err := upstream.ParseEndpoint(u)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, m := range a.Registry.Members() {
+		if mep, _, err := upstream.ParseEndpoint(m); err == nil && mep.ID == ep.ID {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 const maxWorkerBody = 64 << 10

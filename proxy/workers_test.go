@@ -169,3 +169,42 @@ func TestWorkersOnThePublicListener(t *testing.T) {
 }
 
 func jsonDecode(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }
+
+// One endpoint is one worker whatever its spelling: the router routes
+// "http://10.0.0.7:8000", "HTTP://10.0.0.7:8000/" and
+// "http://10.0.0.7:8000/v1" as one endpoint, so registering a second
+// spelling changes nothing, and a DELETE of the worker removes every
+// spelling the set holds (a peer may have registered another). Before,
+// the second spelling was a second member: a DELETE of one answered 202
+// while the endpoint stayed routed through the other.
+func TestWorkersAPIOneEndpointOneWorker(t *testing.T) {
+	srv, reg := workersServer(t, "")
+	for _, u := range []string{"http://10.0.0.7:8000", "HTTP://10.0.0.7:8000/", "http://10.0.0.7:8000/v1"} {
+		code, body, _ := call(t, "POST", srv.URL+"/workers", `{"url":"`+u+`"}`, "")
+		if code != http.StatusAccepted || body["url"] != "http://10.0.0.7:8000" {
+			t.Fatalf("POST %s: %d %v, want 202 naming the registered worker", u, code, body)
+		}
+	}
+	if m := reg.Members(); len(m) != 1 {
+		t.Fatalf("members %v, want one worker", m)
+	}
+	// A peer registered another spelling of it before this replica's
+	// add reached it.
+	st := reg.Ops()[0].Stamp
+	reg.Merge([]workers.Op{{URL: "http://10.0.0.7:8000/v1", Stamp: st + 1, Origin: "r1"}})
+	if m := reg.Members(); len(m) != 2 {
+		t.Fatalf("after the merge, members %v", m)
+	}
+	code, body, _ := call(t, "DELETE", srv.URL+"/workers/"+url.QueryEscape("http://10.0.0.7:8000"), "", "")
+	if code != http.StatusAccepted {
+		t.Fatalf("DELETE: %d %v", code, body)
+	}
+	if m := reg.Members(); len(m) != 0 {
+		t.Fatalf("after DELETE the endpoint is still registered as %v", m)
+	}
+	// A DELETE may name the worker by another spelling too.
+	call(t, "POST", srv.URL+"/workers", `{"url":"http://10.0.0.8:8000"}`, "")
+	if code, body, _ := call(t, "DELETE", srv.URL+"/workers/"+url.QueryEscape("http://10.0.0.8:8000/v1"), "", ""); code != http.StatusAccepted || reg.Has("http://10.0.0.8:8000") {
+		t.Fatalf("DELETE by another spelling: %d %v, members %v", code, body, reg.Members())
+	}
+}
