@@ -26,6 +26,16 @@ const (
 	maxEntries   = 1 << 14
 )
 
+// MaxCount bounds a count a peer publishes, in any unit (requests, prefill
+// or KV tokens): about 10^12, past any engine's queue or memory, and small
+// enough that the sum over the most entries a table holds cannot overflow.
+// Decoding clamps counts to [0, MaxCount], so a peer with a bug (or a key
+// holder who means harm) cannot make the loads the bound reads negative,
+// or wrap their sums.
+const MaxCount = 1 << 40
+
+func clampCount(n int64) int64 { return min(max(n, 0), MaxCount) }
+
 func appendHeader(b []byte, e Entry) []byte {
 	b = wire.AppendString(b, e.Node)
 	b = wire.AppendString(b, e.Addr)
@@ -188,11 +198,11 @@ func readHeader(r *wire.Reader) Entry {
 func readCountsAndDown(r *wire.Reader, e *Entry, n int) {
 	e.Counts = make([]int64, n)
 	for i := 0; i < n && r.Err() == nil; i++ {
-		e.Counts[i] = r.Varint()
+		e.Counts[i] = clampCount(r.Varint())
 	}
 	e.KV = make([]int64, n)
 	for i := 0; i < n && r.Err() == nil; i++ {
-		e.KV[i] = r.Varint()
+		e.KV[i] = clampCount(r.Varint())
 	}
 	e.KVShared = readSparse(r, n)
 	for i := range e.KVShared {
