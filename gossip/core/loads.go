@@ -14,8 +14,11 @@ import (
 // replica counts toward loads and health votes while all of these hold:
 //
 //   - it is not a tombstone (the replica left cleanly);
-//   - its node is not in Gone: memberlist declared it dead or left, and no
-//     newer entry of it arrived since;
+//   - its node is not in Gone: at the view's last Refresh memberlist did
+//     not list it alive at the entry's address (it died, left, or a later
+//     process took its name). An entry that arrives in between does not
+//     count until a Refresh finds its node alive again; the gossip node
+//     refreshes on every publication tick;
 //   - it is fresh: now - Heard <= StaleAfter, both read on this replica's
 //     clock. Every replica republishes at least every heartbeat, so an
 //     entry goes stale only when its owner stopped (or its packets stopped
