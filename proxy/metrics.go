@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prefixring/prefixring/ring"
@@ -17,6 +18,10 @@ type Metrics struct {
 	ttfb     *prometheus.HistogramVec
 	retries  *prometheus.CounterVec
 	cuts     *prometheus.CounterVec
+	// gone are the endpoints forgotten since they left: requests that
+	// were in flight to one when it left record nothing as they end, so
+	// they do not bring its series back.
+	gone sync.Map // endpoint ID -> struct{}
 }
 
 // LLM requests run from milliseconds (a cached short prompt) to minutes (a
@@ -53,14 +58,24 @@ func NewMetrics(reg prometheus.Registerer, status func() ([]ring.EndpointStatus,
 	return m
 }
 
+// records reports whether requests to endpoint are recorded: m is set,
+// and the endpoint has not left the set.
+func (m *Metrics) records(endpoint string) bool {
+	if m == nil {
+		return false
+	}
+	_, gone := m.gone.Load(endpoint)
+	return !gone
+}
+
 func (m *Metrics) request(endpoint string, status int, decision string) {
-	if m != nil {
+	if m.records(endpoint) {
 		m.requests.WithLabelValues(endpoint, strconv.Itoa(status), decision).Inc()
 	}
 }
 
 func (m *Metrics) upstream(endpoint string, ttfb, total time.Duration, sawBody bool) {
-	if m == nil {
+	if !m.records(endpoint) {
 		return
 	}
 	if sawBody {
@@ -70,31 +85,41 @@ func (m *Metrics) upstream(endpoint string, ttfb, total time.Duration, sawBody b
 }
 
 func (m *Metrics) retried(endpoint string) {
-	if m != nil {
+	if m.records(endpoint) {
 		m.retries.WithLabelValues(endpoint).Inc()
 	}
 }
 
 func (m *Metrics) streamCut(endpoint string) {
-	if m != nil {
+	if m.records(endpoint) {
 		m.cuts.WithLabelValues(endpoint).Inc()
 	}
 }
 
 // ForgetEndpoint deletes every series of endpoint id, so an endpoint that
 // left the set stops being exported (and a fleet that churns through pod
-// IPs does not grow the metrics without bound). Wire it to the endpoint
-// set's change notifications.
+// IPs does not grow the metrics without bound), and records nothing more
+// for it until [Metrics.KnowEndpoint]: requests in flight to it when it
+// left end later. Wire both to the endpoint set's change notifications.
 func (m *Metrics) ForgetEndpoint(id string) {
 	if m == nil {
 		return
 	}
+	m.gone.Store(id, struct{}{})
 	l := prometheus.Labels{"endpoint": id}
 	m.requests.DeletePartialMatch(l)
 	m.duration.DeletePartialMatch(l)
 	m.ttfb.DeletePartialMatch(l)
 	m.retries.DeletePartialMatch(l)
 	m.cuts.DeletePartialMatch(l)
+}
+
+// KnowEndpoint records requests to endpoint id again: it joined the set
+// (again) after [Metrics.ForgetEndpoint].
+func (m *Metrics) KnowEndpoint(id string) {
+	if m != nil {
+		m.gone.Delete(id)
+	}
 }
 
 // statusCollector reports in-flight load and health per endpoint at scrape

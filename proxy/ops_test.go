@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prometheus/client_golang/prometheus"
@@ -200,8 +201,26 @@ func TestForgetEndpointDeletesItsSeries(t *testing.T) {
 	if count(kept) != before {
 		t.Fatal("forgetting one endpoint deleted another's series")
 	}
-	var m *Metrics
-	m.ForgetEndpoint(gone) // nil Metrics: no-op
+	// Requests that were in flight to it when it left end afterwards:
+	// they must not bring its series back, or a fleet that churns
+	// through pod IPs grows the metrics again.
+	m := f.router.metrics
+	m.request(gone, 200, "home")
+	m.upstream(gone, time.Millisecond, 2*time.Millisecond, true)
+	m.retried(gone)
+	m.streamCut(gone)
+	if n := count(gone); n != 0 {
+		t.Fatalf("%d series came back for the endpoint that left, from requests that ended after", n)
+	}
+	// An endpoint that comes back is exported again.
+	m.KnowEndpoint(gone)
+	m.request(gone, 200, "home")
+	if n := count(gone); n != 1 {
+		t.Fatalf("the endpoint came back: %d series, want 1", n)
+	}
+	var nilm *Metrics
+	nilm.ForgetEndpoint(gone) // nil Metrics: no-op
+	nilm.KnowEndpoint(gone)
 }
 
 // TestReadyzReportsDegradedButStaysReady: a degraded replica (a gossip

@@ -122,6 +122,9 @@ func New(cfg Config, opts Options) (*Replica, error) {
 		return nil, err
 	}
 	r.endpoints.Subscribe(func(old, cur *upstream.Snapshot) {
+		for _, id := range added(old, cur) { // before any request can reach them
+			metrics.KnowEndpoint(id)
+		}
 		applySnapshot(r.balancer, old, cur, log)
 		for _, id := range removed(old, cur) {
 			metrics.ForgetEndpoint(id)
