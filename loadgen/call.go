@@ -226,6 +226,28 @@ func (cl *caller) readBody(ctx context.Context, rd io.Reader, start time.Time, s
 	return r.text()
 }
 
+// drainAfterDone reads what follows a stream's [DONE], up to the body's
+// end, as OpenAI's Python client does: Go's client keeps a connection for
+// the next request only if its body was read to the end, and a server or
+// proxy may send the end in a write of its own after [DONE]. Stopping at
+// [DONE] made the next turn's connection, and so its TTFT, depend on how
+// the system under test groups its last writes. It reads at most 64 KiB
+// and waits at most a second (a server that never ends its body), after
+// the sample's times were taken.
+func drainAfterDone(rd io.Reader) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(io.Discard, io.LimitReader(rd, 64<<10))
+	}()
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C: // the caller's Close ends the copy
+	}
+}
+
 // readStream reads an SSE stream to its [DONE]: the first token's time,
 // the gaps after it, the usage of the last chunk.
 func (cl *caller) readStream(ctx context.Context, rd io.Reader, start time.Time, s *Sample) string {
@@ -271,6 +293,9 @@ func (cl *caller) readStream(ctx context.Context, rd io.Reader, start time.Time,
 		}
 	}
 	s.E2E = time.Since(start)
+	if done {
+		drainAfterDone(rd)
+	}
 	if !done {
 		s.Err, s.Detail = ErrStream, "the stream ended without [DONE]"
 		if err := sc.Err(); err != nil {

@@ -397,8 +397,60 @@ func TestDistQuantiles(t *testing.T) {
 		ds = append(ds, time.Duration(i)*time.Millisecond)
 	}
 	d := dist(ds)
-	want := Dist{N: 100, Mean: 50.5, P50: 51, P90: 91, P95: 96, P99: 100, Max: 100}
+	want := Dist{N: 100, Mean: 50.5, P50: 50, P90: 90, P95: 95, P99: 99, Max: 100}
 	if d != want {
 		t.Fatalf("dist(1..100 ms) = %+v, want %+v", d, want)
+	}
+	// Nearest rank, as prefixring eval's quantiles (sim/eval): the p-th
+	// percentile of n is the ceil(p·n)-th smallest. Until stop 40 it was the
+	// (floor(p·n)+1)-th, one rank high wherever p·n is whole (the p95 of a
+	// 300-request run was the 286th of 300, not the 285th).
+	for _, c := range []struct {
+		n             int
+		p50, p95, p99 float64
+	}{{1, 1, 1, 1}, {20, 10, 19, 20}, {300, 150, 285, 297}, {768, 384, 730, 761}} {
+		var ds []time.Duration
+		for i := 1; i <= c.n; i++ {
+			ds = append(ds, time.Duration(i)*time.Millisecond)
+		}
+		if d := dist(ds); d.P50 != c.p50 || d.P95 != c.p95 || d.P99 != c.p99 {
+			t.Errorf("n=%d: p50/p95/p99 %v/%v/%v, want %v/%v/%v", c.n, d.P50, d.P95, d.P99, c.p50, c.p95, c.p99)
+		}
+	}
+}
+
+// A streamed answer whose server ends its chunked body in a write of its
+// own after [DONE] (the router's last flush, or uvicorn's) must not cost
+// the conversation's next turn a new connection: the client reads the
+// body to its end, as OpenAI's Python client does after [DONE], so
+// whether a connection is reused does not depend on how a proxy groups
+// its last writes. Before stop 40 the client stopped at [DONE], and each
+// of these 4 turns opened a connection of its own.
+func TestStreamReadToItsEndKeepsTheConnection(t *testing.T) {
+	var n atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("X-Request-Id", r.Header.Get("X-Request-Id"))
+		fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n")
+		fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":1}}\n\n", 100*n.Add(1))
+		fmt.Fprint(w, "data: [DONE]\n\n")
+		w.(http.Flusher).Flush()
+		// The body's end goes out in a write of its own, a moment later.
+		// The pause shapes the server's writes; it waits for nothing:
+		// a client that reads to the end passes whatever the timing, one
+		// that stops at [DONE] fails unless this machine stalls it past
+		// the pause.
+		time.Sleep(5 * time.Millisecond)
+	}))
+	defer hs.Close()
+	cfg := config(hs.URL)
+	cfg.Model, cfg.Stream, cfg.Concurrency = "m", true, 1
+	rep, err := Run(context.Background(), cfg, multiTurn(t, 1, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK != 4 || rep.NewConns != 1 {
+		t.Fatalf("ok %d of 4, new connections %d, want 1 (errors %v)", rep.OK, rep.NewConns, rep.FirstErrors)
 	}
 }

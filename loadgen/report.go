@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -83,7 +84,11 @@ func dist(ds []time.Duration) Dist {
 	for _, d := range ds {
 		sum += d
 	}
-	q := func(p float64) float64 { return ms(ds[min(len(ds)-1, int(p*float64(len(ds))))]) }
+	// Nearest rank, as prefixring eval's quantiles: the ceil(p·n)-th
+	// smallest.
+	q := func(p float64) float64 {
+		return ms(ds[min(max(int(math.Ceil(p*float64(len(ds))))-1, 0), len(ds)-1)])
+	}
 	return Dist{N: len(ds), Mean: ms(sum) / float64(len(ds)), P50: q(0.50), P90: q(0.90), P95: q(0.95), P99: q(0.99), Max: ms(ds[len(ds)-1])}
 }
 
