@@ -87,6 +87,16 @@ func TestSummarizeVerdict(t *testing.T) {
 	if sum[1].VsHAProxy != nil {
 		t.Errorf("HAProxy got a verdict against itself")
 	}
+
+	// Failed requests have no TTFT: a router that failed its slowest
+	// requests would look faster. More errors than HAProxy's is a miss
+	// whatever the ratios.
+	failing := run("prefixring-x1", 10, 50)
+	failing.OK = 7
+	sum = summarize(o, []result{failing, run("haproxy-x1", 20, 100)})
+	if v := sum[0].VsHAProxy; v == nil || v.Met || v.Errors != 3 || v.TheirErrors != 1 {
+		t.Errorf("3 errors against HAProxy's 1: verdict %+v, want missed", v)
+	}
 }
 
 // The engines' TTFT comes from their histogram, summed over its series;
