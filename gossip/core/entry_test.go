@@ -167,6 +167,33 @@ func TestForgottenEntryIsRefusedButNotANewProcess(t *testing.T) {
 	}
 }
 
+// TestForgottenFirstIncarnationDoesNotBlockItsSuccessor: a new process
+// starts at FirstIncarnation and takes a higher one only when it hears an
+// entry of its name; once every peer forgot its predecessor's entry, none
+// hands one back. If the predecessor too was at FirstIncarnation, its
+// successor's entries have the same incarnation and lower versions. They
+// are stamped after the forgotten entry, which a peer pushing that entry
+// back never is: the successor is taken at once. Until stop 40 it was
+// refused until the forgotten record expired, up to ForgetAfter, so a
+// replica restarted 1 to 2 minutes after a crash counted nowhere.
+func TestForgottenFirstIncarnationDoesNotBlockItsSuccessor(t *testing.T) {
+	s := NewEntryTable()
+	old := NewEntry("b", "10.0.0.2:7946", FirstIncarnation, 5000, t0, []string{"a"}, map[string]int64{"a": 7}, nil)
+	s.Merge(old)
+	if gone := s.Forget(t0.Add(61*time.Second), time.Minute, "self"); len(gone) != 1 {
+		t.Fatalf("forgot %v", gone)
+	}
+	back := old
+	back.Heard = t0.Add(62 * time.Second).UnixMilli()
+	if ch := s.Merge(back); len(ch) != 0 {
+		t.Fatal("the forgotten entry came back")
+	}
+	next := NewEntry("b", "10.0.0.2:7946", FirstIncarnation, 11, t0.Add(90*time.Second), []string{"a"}, map[string]int64{"a": 1}, nil)
+	if ch := s.Merge(next); len(ch) != 1 {
+		t.Fatal("the successor of a forgotten process at its first incarnation was refused")
+	}
+}
+
 // TestNextIncarnation: a process that hears of an entry of its name it did
 // not write takes an incarnation above both, whatever either's clock.
 func TestNextIncarnation(t *testing.T) {

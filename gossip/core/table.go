@@ -33,14 +33,14 @@ func NewEntryTable() *EntryTable {
 
 // Merge keeps, for every node, the newest of its known entry and the ones in
 // in, and returns the entries that changed the table: the change to pass
-// on. An entry of a node forgotten lately is refused unless it is of
-// another incarnation or newer than the forgotten one (see
-// [EntryTable.Forget]).
+// on. An entry of a node forgotten lately is refused if it is the
+// forgotten one or an older one of its process: of its incarnation, not
+// newer, and stamped no later (see [EntryTable.Forget]).
 func (t *EntryTable) Merge(in ...Entry) []Entry {
 	if len(t.forgotten) > 0 {
 		in = slices.DeleteFunc(slices.Clone(in), func(e Entry) bool {
 			f, ok := t.forgotten[e.Node]
-			return ok && e.Incarnation == f.e.Incarnation && Compare(e, f.e) <= 0
+			return ok && e.Incarnation == f.e.Incarnation && Compare(e, f.e) <= 0 && e.Stamp <= f.e.Stamp
 		})
 	}
 	changed := t.lww.Merge(in...)
@@ -76,8 +76,13 @@ func (t *EntryTable) EndpointsOf(digest uint64) ([]string, bool) {
 // Each replica ages entries from its own receipt, so a peer that heard an
 // entry later still holds it and would push it back, heard anew, and the
 // two would pass a dead replica's entry back and forth for ever: so a
-// forgotten entry, and any older of its incarnation, is refused for after
-// more. A new process of the name (another incarnation) is not.
+// forgotten entry, and any older of its incarnation stamped no later, is
+// refused for after more. A new process of the name is not: it has
+// another incarnation, or, when it and its predecessor both started at
+// FirstIncarnation and no peer handed it the old entry to supersede, lower
+// versions stamped later (its owner's clock at publication; a successor
+// on a host whose clock is behind its predecessor's waits out the
+// forgotten record, as every successor did before stop 40).
 func (t *EntryTable) Forget(now time.Time, after time.Duration, keep string) []string {
 	var gone []string
 	ms := now.UnixMilli()
