@@ -196,6 +196,11 @@ func readHeader(r *wire.Reader) Entry {
 }
 
 func readCountsAndDown(r *wire.Reader, e *Entry, n int) {
+	// Each endpoint takes at least two bytes (its count and its K): a
+	// count the bytes left cannot carry sizes nothing.
+	if !r.Room(n, 2) {
+		return
+	}
 	e.Counts = make([]int64, n)
 	for i := 0; i < n && r.Err() == nil; i++ {
 		e.Counts[i] = clampCount(r.Varint())
@@ -226,6 +231,9 @@ func readBits(r *wire.Reader, n int) []bool {
 func readEntry(r *wire.Reader) Entry {
 	e := readHeader(r)
 	n := r.Count(maxEndpoints)
+	if !r.Room(n, 3) { // an ID's length, its count and its K, at least
+		return e
+	}
 	e.Endpoints = make([]string, 0, min(n, 1024))
 	for i := 0; i < n && r.Err() == nil; i++ {
 		id := r.String()

@@ -1,7 +1,9 @@
 package core
 
 import (
+	"encoding/binary"
 	"math"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -33,5 +35,34 @@ func TestDecodedCountsAreClamped(t *testing.T) {
 	// The sum over the most entries a table holds stays far from overflow.
 	if MaxCount > math.MaxInt64/maxEntries/4 {
 		t.Fatalf("MaxCount %d: %d entries' sum could overflow", MaxCount, maxEntries)
+	}
+}
+
+// A count read from the wire sizes nothing beyond what the bytes left
+// could carry (internal/wire's rule): each endpoint of an entry takes at
+// least two bytes (its count and its K). Until stop 40 a 19-byte
+// truncated delta naming 65,536 endpoints made the decoder allocate about
+// 1.4 MB on the merge loop before it failed.
+func TestTruncatedDeltaAllocatesLittle(t *testing.T) {
+	msg := appendHeader(nil, Entry{Node: "x", Addr: "y", Incarnation: 1, Version: 1})
+	msg = binary.LittleEndian.AppendUint64(msg, 0) // the endpoints' digest
+	msg = binary.AppendUvarint(msg, maxEndpoints)  // n, and nothing after
+	entry := appendHeader(nil, Entry{Node: "x", Addr: "y", Incarnation: 1, Version: 1})
+	entry = binary.AppendUvarint(entry, maxEndpoints)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	const runs = 10
+	for range runs {
+		if _, err := DecodeDelta(msg); err == nil {
+			t.Fatal("decoded a truncated delta")
+		}
+		if _, err := DecodeEntry(entry); err == nil {
+			t.Fatal("decoded a truncated entry")
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / runs; per > 64<<10 {
+		t.Fatalf("a %d-byte truncated delta and a %d-byte entry allocated %d bytes a decode", len(msg), len(entry), per)
 	}
 }
