@@ -108,6 +108,9 @@ type check struct {
 	lastErr    string
 	byRequests bool
 	lastOK     time.Time // its last answer to a request
+	// capped: the ejection cap kept it in since its last success or
+	// ejection; the warning is logged once for that, not per request.
+	capped bool
 }
 
 func (c *check) out() bool { return c != nil && c.ejected }
@@ -128,7 +131,7 @@ func (s *Set) ObserveSuccess(id string) {
 		s.mu.Unlock()
 		return
 	}
-	c.rfails = 0
+	c.rfails, c.capped = 0, false
 	clear(c.pending)
 	fresh := s.arbiter != nil && !c.servedAt(now, s.cfg.ServedWindow)
 	c.lastOK = now
@@ -178,6 +181,22 @@ func (s *Set) probeFailedLocked(id string, c *check, err error) {
 		c.mute = 0 // it answered, or its host refused: tries there end by themselves
 	}
 	flipped := wasSilent != c.silent(s.cfg.FailureThreshold)
+	if c.ejected && c.byRequests && !s.drainingLocked(id) {
+		// Out for its failed requests, and now failing its probes too (a
+		// host that died with requests in flight): once they fail as
+		// often as would eject it, it is out for its probes. It then no
+		// longer counts against MaxEjectionPercent, which caps request
+		// ejections only ("an endpoint that answers nothing is out
+		// whatever the share"), nor is voted failing for its requests.
+		// Counted against the cap for as long as the host stayed down,
+		// it kept every other endpoint that failed its requests in.
+		if c.pfails++; c.pfails >= s.cfg.FailureThreshold {
+			c.byRequests = false
+			s.log.Warn("endpoint ejected", "endpoint", id, "reason", "probe", "err", err)
+			s.rebuildLocked()
+			return
+		}
+	}
 	if c.ejected || s.drainingLocked(id) {
 		if flipped {
 			s.rebuildLocked()
@@ -206,11 +225,15 @@ func (s *Set) ejectForRequestsLocked(id string, c *check, err error) {
 	}
 	if !s.mayEjectLocked() {
 		s.met.capped(id)
-		s.log.Warn("endpoint not ejected: the ejection cap is reached", "endpoint", id, "err", err,
-			"max_ejection_percent", s.cfg.MaxEjectionPercent)
+		if !c.capped {
+			c.capped = true
+			s.log.Warn("endpoint not ejected: the ejection cap is reached", "endpoint", id, "err", err,
+				"max_ejection_percent", s.cfg.MaxEjectionPercent)
+		}
 		s.mu.Unlock()
 		return
 	}
+	c.capped = false
 	now := s.now()
 	c.ejected, c.byRequests = true, true
 	if !c.inSince.IsZero() && now.Sub(c.inSince) >= s.cfg.MaxEjection {

@@ -51,3 +51,35 @@ func TestDepartedEndpointFinishesItsTries(t *testing.T) {
 		}
 	})
 }
+
+// TestReturningEndpointStartsAfresh: an endpoint leaves discovery while a
+// try holds it, and its probes then get no answer, so the tries there are
+// abandoned; when it is discovered again it starts afresh, as any endpoint
+// that leaves and comes back does. Until stop 40 the rebuild that ended its
+// alive context had already kept its check (it was still held then), so
+// its "silent" count outlived its departure: routed healthy again, every
+// try to it was abandoned at once until its next probe.
+func TestReturningEndpointStartsAfresh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fn := newFakeNet()
+		s := newTestSet(t, fastHealth(), fn)
+		_ = s.SetSource("dns", []string{"http://a:1", "http://b:1"})
+		_, release := s.Hold("http://a:1")
+		_ = s.SetSource("dns", []string{"http://b:1"}) // a leaves; a try still waits there
+		fn.setHang("a:1", true)
+		for range fastHealth().FailureThreshold {
+			s.ProbeAll(context.Background()) // no answer: its tries are abandoned
+		}
+		release()
+		fn.setHang("a:1", false)                                     // restarted, it answers
+		_ = s.SetSource("dns", []string{"http://a:1", "http://b:1"}) // and is discovered again
+		if e, ok := s.Snapshot().Get("http://a:1"); !ok || !e.Healthy {
+			t.Fatalf("a not routed healthy: %+v", e)
+		}
+		ctx, rel := s.Hold("http://a:1")
+		defer rel()
+		if ctx.Err() != nil {
+			t.Fatal("a is routed healthy again, but a try there is abandoned at once")
+		}
+	})
+}

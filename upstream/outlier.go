@@ -90,7 +90,13 @@ func (s *Set) ObserveServerError(id string, request uint64, status int) {
 	if c.pending == nil {
 		c.pending = map[uint64]bool{}
 	}
-	c.pending[request] = true
+	if len(c.pending) < faultCap {
+		// Beyond the ledger's size a failure could no longer be withdrawn
+		// (the ledger has forgotten its request), and the count is far past
+		// any threshold: an endpoint the cap keeps in while it fails every
+		// request does not grow the set with its traffic.
+		c.pending[request] = true
+	}
 	s.ejectForRequestsLocked(id, c, err)
 }
 

@@ -1,10 +1,14 @@
 package upstream
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 )
 
 func ejectedIDs(s *Set) []string {
@@ -108,4 +112,95 @@ func TestRequestsFaultCountsAgainstNone(t *testing.T) {
 	if got := ejectedIDs(s); !slices.Equal(got, []string{"http://a:1"}) {
 		t.Fatalf("requests 1, 2 and 4 failing on a only: ejected %v", got)
 	}
+}
+
+// TestDeadEndpointLeavesTheEjectionCap: an engine that dies with requests
+// in flight is ejected for its failed requests before its probes notice;
+// once its probes fail as often too it is out for them, and no longer
+// counts against MaxEjectionPercent, which caps request ejections only.
+// Until stop 40 it held the cap's one slot for as long as its host stayed
+// down, so a second endpoint that answered its probes but failed every
+// request with 500 was never ejected.
+func TestDeadEndpointLeavesTheEjectionCap(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	fn := newFakeNet()
+	cfg := fastHealth()
+	cfg.MaxEjectionPercent, cfg.PanicThreshold = 20, 50
+	s := newTestSet(t, cfg, fn, func(o *Options) { o.Now = func() time.Time { return now } })
+	_ = s.SetSource("static", []string{"http://a:1", "http://b:1", "http://c:1", "http://d:1", "http://e:1"})
+
+	fn.set("a:1", true) // a dies: its requests fail at once
+	for range 3 {
+		s.ObserveFailure("http://a:1", errors.New("connection refused"))
+	}
+	for range cfg.FailureThreshold { // then its probes
+		now = now.Add(cfg.Interval)
+		s.ProbeAll(context.Background())
+	}
+	for req := uint64(1); req <= 10; req++ { // b answers probes, fails requests
+		s.ObserveServerError("http://b:1", req, 500)
+	}
+	if got := ejectedIDs(s); !slices.Equal(got, []string{"http://a:1", "http://b:1"}) {
+		t.Fatalf("ejected %v, want a (dead) and b (failing its requests)", got)
+	}
+
+	fn.set("a:1", false) // a comes back: its first passing probe after its ejection time returns it
+	now = now.Add(cfg.BaseEjection)
+	s.ProbeAll(context.Background())
+	if got := ejectedIDs(s); slices.Contains(got, "http://a:1") {
+		t.Fatalf("a answers its probes again and is still out: ejected %v", got)
+	}
+}
+
+// TestCappedEndpointRemembersBoundedFailures: an endpoint the ejection cap
+// keeps in while it answers every request with 5xx remembers at most as
+// many failed requests as the fault ledger holds (faultCap), and warns
+// once that it was not ejected, not once a request. Until stop 40 its set
+// of failed requests grew with its traffic (about 8.6 million a day at
+// 100 requests a second) and it logged a warning for each.
+func TestCappedEndpointRemembersBoundedFailures(t *testing.T) {
+	cfg := fastHealth()
+	cfg.MaxEjectionPercent, cfg.PanicThreshold = 20, 50
+	var logs countingHandler
+	s := newTestSet(t, cfg, newFakeNet(), func(o *Options) { o.Log = slog.New(&logs) })
+	_ = s.SetSource("static", []string{"http://a:1", "http://b:1", "http://c:1", "http://d:1", "http://e:1"})
+	for range 3 {
+		s.ObserveFailure("http://a:1", errors.New("connection refused")) // a takes the one slot
+	}
+	for req := uint64(1); req <= 3*faultCap; req++ {
+		s.ObserveServerError("http://b:1", req, 500)
+	}
+	s.mu.Lock()
+	got := len(s.checks["http://b:1"].pending)
+	s.mu.Unlock()
+	if got > faultCap {
+		t.Fatalf("the capped endpoint remembers %d failed requests, more than the fault ledger's %d", got, faultCap)
+	}
+	if n := logs.count("endpoint not ejected: the ejection cap is reached"); n != 1 {
+		t.Fatalf("%d warnings that the cap kept b in, want 1", n)
+	}
+}
+
+// countingHandler counts log records by message.
+type countingHandler struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == nil {
+		h.n = map[string]int{}
+	}
+	h.n[r.Message]++
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+func (h *countingHandler) count(msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n[msg]
 }

@@ -339,6 +339,15 @@ func (s *Set) rebuildLocked() {
 	}
 	s.trackKVLocked(observed, routed)
 	s.updateAliveLocked(routed)
+	for id := range s.checks {
+		// A departed endpoint kept above for the tries it held, whose
+		// alive context updateAliveLocked just ended (its probes got no
+		// answer), holds nothing now: forget its checks, so that if it
+		// is discovered again it starts afresh, not silent.
+		if !observed[id] && !s.holdsLocked(id) {
+			delete(s.checks, id)
+		}
+	}
 	panicking := s.panicLocked(routed)
 	s.gen++
 	snap := &Snapshot{Endpoints: routed, byID: make(map[string]int, len(routed)), Gen: s.gen,
