@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -212,6 +213,7 @@ func TestExampleOverlay(t *testing.T) {
 	t.Run("router probes", c.checkRouterProbes)
 	t.Run("drain", c.checkDrain)
 	t.Run("hardening", c.checkHardening)
+	t.Run("memory", c.checkMemory)
 	t.Run("replicas and spread", c.checkSpread)
 	t.Run("services", c.checkServices)
 	t.Run("admin port", c.checkAdminPort)
@@ -370,6 +372,26 @@ func (c *cluster) checkDrain(t *testing.T) {
 	}
 	if gp := c.vllm.Spec.Template.Spec.TerminationGracePeriodSeconds; gp == nil || time.Duration(*gp)*time.Second <= vs {
 		t.Errorf("vLLM terminationGracePeriodSeconds %v does not outlast its preStop sleep %v", gp, vs)
+	}
+}
+
+// checkMemory: the request bodies the router may buffer together
+// (--max-buffered-body-bytes) fit its container's memory limit with room
+// for the rest of its heap, so a burst of large bodies gets 503 from the
+// router, not an OOM kill from the kubelet that drops every stream of the
+// replica. Until stop 40 the default budget, 1 GiB, was twice the 512Mi
+// limit.
+func (c *cluster) checkMemory(t *testing.T) {
+	budget, err := strconv.ParseInt(c.args.get("max-buffered-body-bytes"), 10, 64)
+	if err != nil {
+		t.Fatalf("--max-buffered-body-bytes=%q: %v", c.args.get("max-buffered-body-bytes"), err)
+	}
+	lim, ok := c.routerC.Resources.Limits[corev1.ResourceMemory]
+	if !ok {
+		t.Fatal("the router has no memory limit")
+	}
+	if 2*budget > lim.Value() {
+		t.Errorf("body budget %d B is more than half the router's memory limit %s", budget, lim.String())
 	}
 }
 
