@@ -68,7 +68,12 @@ func New(name string, chwbl Picker, bal Balancer, seed uint64) (Picker, error) {
 	if bal == nil {
 		return nil, fmt.Errorf("policy: %s needs the balancer", name)
 	}
+	// Least-load breaks ties in turn from a place the seed draws, so
+	// replicas (each seeded apart) are not in step: started alike, each
+	// sent every third request by a Service, they put three consecutive
+	// requests on one engine whenever their loads tied.
 	ll := &LeastLoad{eps: bal}
+	ll.next.Store(rand.New(rand.NewPCG(seed, 0x11ad)).Uint64())
 	switch name {
 	case "round-robin":
 		return &RoundRobin{eps: bal}, nil
@@ -265,7 +270,9 @@ type Session struct{ chash *CHash }
 // Acquire implements Picker.
 func (p *Session) Acquire(req ring.Request) (ring.Lease, error) {
 	if !req.Session {
-		req = ring.Request{Exclude: req.Exclude} // its prompt key is not followed
+		// Its prompt key is not followed (nor its group, which the ring
+		// would place by), but it weighs its tokens wherever it goes.
+		req.Key, req.Keyed, req.Group, req.GroupShare, req.EarlyShare, req.Follow = 0, false, 0, 0, false, ""
 	}
 	return p.chash.Acquire(req)
 }

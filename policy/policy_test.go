@@ -296,3 +296,52 @@ func TestNewNeedsTheBalancer(t *testing.T) {
 		t.Error("chwbl: built without its picker")
 	}
 }
+
+// TestLeastLoadTiesStartWhereItsSeedSays: least-load breaks ties in turn,
+// from a place its seed draws, so replicas built with different seeds are
+// not in step. Until stop 40 every instance started at the first endpoint:
+// the study's three least-load replicas, each seeing only its own counts
+// and sent requests in turn, put three consecutive requests on one engine
+// whenever their loads tied (two in three consecutive requests on one
+// engine, against about one in four by chance).
+func TestLeastLoadTiesStartWhereItsSeedSays(t *testing.T) {
+	firsts := map[string]bool{}
+	for seed := range uint64(16) {
+		b := balancer(t)
+		p, err := New("least-load", b, b, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		firsts[pick(t, p, ring.Request{})] = true // all idle: a tie
+	}
+	if len(firsts) < 3 {
+		t.Fatalf("16 seeds' first ties went to %v: the seed does not choose where ties start", firsts)
+	}
+}
+
+// TestSessionWithoutHeaderKeepsTheRequestsWeight: a request without a
+// session id goes to the least loaded endpoint with its prompt key
+// dropped, but still weighs its tokens there. Until stop 40 it counted 1
+// in P and K under the tokens signal, so the loads the fallback read (and
+// gossip published) were wrong.
+func TestSessionWithoutHeaderKeepsTheRequestsWeight(t *testing.T) {
+	cfg := ring.DefaultConfig()
+	cfg.Signal = ring.SignalTokens
+	b, err := ring.NewBalancer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetEndpoints(ids); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"least-load", "session"} {
+		l, err := picker(t, name, b).Acquire(ring.Request{Key: 42, Keyed: true, Tokens: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, kv := b.Inflight().Load(l.Endpoint), b.Inflight().KV().Load(l.Endpoint); p != 1000 || kv != 1000 {
+			t.Errorf("%s: a 1000-token request without a session id counts P %d, K %d; want 1000, 1000", name, p, kv)
+		}
+		l.Release()
+	}
+}

@@ -2,6 +2,7 @@ package eval
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,8 +71,11 @@ type callKey struct {
 	plain    *prefix.Keyer // the keyer without a sketch's table
 	replicas []*sketchReplica
 	turn     int
-	next     time.Duration   // the next round of publications
-	blocks   bool            // the policy reads ring.Request.Blocks
+	next     time.Duration // the next round of publications
+	blocks   bool          // the policy reads ring.Request.Blocks
+	// sessions: every request carries its session's id, as a client
+	// sending serve's session header does; the session policy follows it.
+	sessions bool
 	history  *prefix.History // the one router's, without replicas (nil with them)
 	buf      []uint64
 	// Keyed counts keyed requests with a sketch; Split those that some
@@ -156,6 +160,10 @@ func (ck *callKey) request(c *workload.Call, at time.Duration) ring.Request {
 		h = r.history
 	}
 	req := policy.BodyRequest(k, route, body, key, h, ck.blocks)
+	if ck.sessions {
+		// As serve keys a request carrying the session header.
+		req = ring.Request{Key: prefix.SessionKey(Model, strconv.Itoa(c.Session)), Keyed: true, Session: true, Tokens: req.Tokens}
+	}
 	if r != nil {
 		r.sketch.Observe(key.Prefixes)
 		if req.Keyed {

@@ -247,6 +247,15 @@ func rrStart(seed uint64, i int) uint64 {
 	return rand.New(rand.NewPCG(seed, 0x7272+uint64(i))).Uint64()
 }
 
+// replicaSeed is replica i's seed for the policies that draw (random,
+// p2c) or break ties in turn (least-load, least-tokens), mixed so that no
+// two (seed, replica) pairs share a stream. Until stop 40 it was seed+i
+// (seed s's replica 1 drew what seed s+1's replica 0 did), and least-load
+// ignored it: its three replicas broke ties in step.
+func replicaSeed(seed uint64, i int) uint64 {
+	return rand.New(rand.NewPCG(seed, 0x5eed+uint64(i))).Uint64()
+}
+
 // scrapedLoads is SignalEngine's view: the engines' requests waiting and
 // running as a scraper read them last, every ScrapeInterval.
 type scrapedLoads struct {
@@ -299,6 +308,7 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 		return Result{}, err
 	}
 	key.blocks = policy.ReadsBlocks(pt.policy)
+	key.sessions = pt.policy == "session"
 	rc.GroupSpread = key.design.spread
 	var picker policy.Picker
 	var rp *replicas.Picker
@@ -351,7 +361,7 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 			var p policy.Picker
 			if name == "round-robin" { // each replica from its own place
 				p = policy.NewRoundRobin(bal, rrStart(pt.seed, i))
-			} else if p, err = policy.New(name, bal, bal, pt.seed+uint64(i)); err != nil {
+			} else if p, err = policy.New(name, bal, bal, replicaSeed(pt.seed, i)); err != nil {
 				return Result{}, err
 			}
 			m.ps, m.bals = append(m.ps, p), append(m.bals, bal)
