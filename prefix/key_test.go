@@ -45,6 +45,10 @@ func keyCases() []keyCase {
 		{"chat turn 3 with tool call", RouteChat, `{"model":"m","messages":[` + sys + `,{"role":"user","content":"hi there"},{"role":"assistant","content":null,"tool_calls":[{"id":"1"}]},{"role":"tool","content":"42"},{"role":"user","content":5}]}`, "chatA", nil},
 		{"chat duplicate model first wins", RouteChat, `{"model":"m","model":"other","messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatA", nil},
 		{"chat tools null", RouteChat, `{"model":"m","tools":null,"messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatA", nil},
+		// Chat templates test "{% if tools %}", so an empty tools array
+		// renders like no tools at all and must key like none.
+		{"chat tools empty", RouteChat, `{"model":"m","tools":[],"messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatA", nil},
+		{"chat tools empty spaced", RouteChat, `{"model":"m","tools": [ ` + "\n" + ` ] ,"messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatA", nil},
 		// chat: what must change the key
 		{"chat other user", RouteChat, `{"model":"m","messages":[` + sys + `,{"role":"user","content":"hi there!"}]}`, "chatB", nil},
 		{"chat other system", RouteChat, `{"model":"m","messages":[{"role":"system","content":"You are verbose."},{"role":"user","content":"hi there"}]}`, "chatC", nil},

@@ -301,13 +301,17 @@ func refTop(cfg Config, route Route, top object) (uint64, error) {
 	switch route {
 	case RouteChat:
 		if tools, ok := top.get("tools"); ok && tools != nil {
-			if _, isArr := tools.([]any); !isArr {
+			arr, isArr := tools.([]any)
+			if !isArr {
 				return 0, errRef
 			}
-			var st refStream
-			refTools(tools, &st)
-			h, _ := st.hash(cfg.MaxChars, 0, nil)
-			binary.LittleEndian.PutUint64(b[17:], h)
+			// An empty array renders like no tools (docs/prefix-key.md).
+			if len(arr) > 0 {
+				var st refStream
+				refTools(tools, &st)
+				h, _ := st.hash(cfg.MaxChars, 0, nil)
+				binary.LittleEndian.PutUint64(b[17:], h)
+			}
 		}
 		msgs, ok := top.get("messages")
 		list, isArr := msgs.([]any)

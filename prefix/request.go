@@ -81,6 +81,12 @@ func (r *request) field(s *scanner, key []byte) error {
 		if s.b[s.i] != '[' {
 			return errTools
 		}
+		// Chat templates render tools under "{% if tools %}", so an empty
+		// array prompts the model exactly as null or no tools do: key it
+		// like them.
+		if s.emptyArray() {
+			return nil
+		}
 		r.tools, r.toolsPos = true, s.i
 		return r.toolsT.tokens(s)
 	case r.route == RouteCompletions && !r.source && keyIs(key, "prompt"),

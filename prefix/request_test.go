@@ -114,6 +114,13 @@ func TestBlocks(t *testing.T) {
 	if !slices.Equal(a, b) {
 		t.Fatal("tools' position in the body changed the blocks")
 	}
+	// An empty tools array renders like none, so it must not change the
+	// blocks either.
+	none, _ := k.Blocks(RouteChat, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), nil)
+	empty, _ := k.Blocks(RouteChat, []byte(`{"model":"m","tools":[],"messages":[{"role":"user","content":"hi"}]}`), nil)
+	if len(none) == 0 || !slices.Equal(none, empty) {
+		t.Fatalf("an empty tools array changed the blocks: %x against %x", empty, none)
+	}
 	if _, err := k.Blocks(RouteChat, []byte(`{"model":"m"}`), nil); err == nil {
 		t.Fatal("a chat without messages has blocks")
 	}

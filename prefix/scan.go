@@ -177,6 +177,19 @@ func (s *scanner) isNull() bool {
 	return false
 }
 
+// emptyArray reports whether the array at s.i (at its '[') has no
+// elements, consuming it if so.
+func (s *scanner) emptyArray() bool {
+	save := s.i
+	s.i++
+	if s.peek() == ']' {
+		s.i++
+		return true
+	}
+	s.i = save
+	return false
+}
+
 // keyIs reports whether a raw object key decodes to want. Keys with escapes
 // ("mod\u0065l") are decoded so that they match like encoding/json does.
 func keyIs(raw []byte, want string) bool {
