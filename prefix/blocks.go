@@ -5,9 +5,9 @@ package prefix
 const MaxBlocks = 4096
 
 // Blocks returns in dst (its contents replaced) the chained hashes of the
-// whole prompt, in the order an engine reads it: the model, then for a
-// chat the tools and every message (role and text), for a completion the
-// prompt (the first of a batch). There is one hash per ChunkChars units,
+// whole prompt, in the order an engine reads it: the model and SGLang's
+// lora_path (when a string), then for a chat the tools and every message
+// (role and text), for a completion the prompt (the first of a batch). There is one hash per ChunkChars units,
 // each the hash of everything up to that point, and last the hash of all
 // of it when it ends between two boundaries; at most MaxBlocks. Two
 // prompts share their first k blocks exactly when they share their first
@@ -39,6 +39,14 @@ func (k *Keyer) Blocks(route Route, body []byte, dst []uint64) ([]uint64, error)
 	s := scanner{b: body, i: r.model}
 	_ = t.str(&s) // already checked by parse
 	t.sep(sepMessage)
+	if r.lora != 0 {
+		// SGLang's per-request adapter keeps a cache of its own, like a
+		// model name; Key hashes it too. Without one the stream is as it
+		// was, so blocks of requests without lora_path do not change.
+		s.i = r.lora
+		_ = t.str(&s)
+		t.sep(sepMessage)
+	}
 	if r.tools {
 		s.i = r.toolsPos
 		_ = t.tokens(&s)

@@ -114,6 +114,23 @@ func TestBlocks(t *testing.T) {
 	if !slices.Equal(a, b) {
 		t.Fatal("tools' position in the body changed the blocks")
 	}
+	// Two SGLang LoRA adapters chosen by lora_path keep separate caches,
+	// as two models do, so the same prompt must not share a block; Key
+	// hashes lora_path too.
+	body := func(lora string) []byte {
+		return []byte(`{"model":"m",` + lora + `"prompt":"` + long + `"}`)
+	}
+	sql, _ := k.Blocks(RouteCompletions, body(`"lora_path":"sql",`), nil)
+	chatLora, _ := k.Blocks(RouteCompletions, body(`"lora_path":"chat",`), nil)
+	base, _ := k.Blocks(RouteCompletions, body(""), nil)
+	if len(sql) == 0 || sql[0] == chatLora[0] || sql[0] == base[0] {
+		t.Fatal("two lora_path adapters, or one and the base model, share a block")
+	}
+	// A lora_path that is not a string selects nothing (SGLang's business,
+	// as for Key): the blocks are the base model's.
+	if odd, _ := k.Blocks(RouteCompletions, body(`"lora_path":null,`), nil); !slices.Equal(odd, base) {
+		t.Fatal("a null lora_path changed the blocks")
+	}
 	// An empty tools array renders like none, so it must not change the
 	// blocks either.
 	none, _ := k.Blocks(RouteChat, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), nil)
