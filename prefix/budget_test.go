@@ -193,3 +193,28 @@ func TestSessionKey(t *testing.T) {
 		t.Fatal("model/session boundary is ambiguous")
 	}
 }
+
+// Model reads the model the session key needs without parsing the rest:
+// the first top-level "model" member, decoded as encoding/json decodes it,
+// wherever it stands; "" for anything that is not a string model.
+func TestModel(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"model":"llama","prompt":"hi"}`, "llama"},
+		{`{"messages":[{"role":"user","content":"a \"model\": x","model":"inner"}],"model":"qwen"}`, "qwen"},
+		{` { "stream" : true , "model" : "m:sql-adapter" } `, "m:sql-adapter"},
+		{`{"m\u006fdel":"caf\u00e9 \ud83d\ude00 \\ \/"}`, "café 😀 \\ /"},
+		{`{"model":"first","model":"second"}`, "first"},
+		{"{\"model\":\"bad \xff byte\"}", "bad \uFFFD byte"},
+		{`{"model":7,"prompt":"hi"}`, ""},
+		{`{"model":null}`, ""},
+		{`{"prompt":"no model"}`, ""},
+		{`{"model":"unterminated`, ""},
+		{`{"model":"bad \q escape"}`, ""},
+		{`["model","llama"]`, ""},
+		{``, ""},
+	} {
+		if got := Model([]byte(tc.body)); got != tc.want {
+			t.Errorf("Model(%s) = %q, want %q", tc.body, got, tc.want)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf16"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // fuzzConfigs are the configurations every fuzz input is keyed under: a
@@ -83,6 +85,11 @@ func FuzzKey(f *testing.F) {
 				}
 				if req.anchor.n > req.anchor.limit+3 || req.anchor.limit > (chunks(cfg.SharedChars)+chunks(cfg.window(route)))*ChunkChars {
 					t.Fatalf("anchor read %d > limit %d", req.anchor.n, req.anchor.limit)
+				}
+				// Model, which the session key reads, finds the model Key
+				// hashed: a session and its body key by the same model.
+				if got, want := xxhash.Sum64String(Model(body)), req.whole(req.model); got != want {
+					t.Fatalf("Model %q hashes %x, Key's model %x", Model(body), got, want)
 				}
 			}
 		}

@@ -1,9 +1,11 @@
 package prefix
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -160,6 +162,65 @@ func SessionKey(model, session string) uint64 {
 	d.Write([]byte{sepMessage})
 	d.WriteString(session)
 	return d.Sum64()
+}
+
+// Model returns the body's model: its first top-level "model" member,
+// decoded as encoding/json would, or "" when the body is not an object or
+// that member is not a string. It validates nothing else and reads no
+// further than the model (skipping other members as Key does, quote to
+// quote), so the session path can key by model without parsing the body
+// for a prompt key.
+func Model(body []byte) string {
+	s := scanner{b: body}
+	if s.peek() != '{' {
+		return ""
+	}
+	s.i++
+	for n := 0; ; {
+		key, ok, err := s.member(&n)
+		if err != nil || !ok {
+			return ""
+		}
+		if keyIs(key, "model") {
+			if s.b[s.i] != '"' {
+				return ""
+			}
+			end := stringEnd(s.b, s.i+1)
+			if end < 0 {
+				return ""
+			}
+			return decodeString(s.b[s.i+1 : end])
+		}
+		if s.skip() != nil {
+			return ""
+		}
+	}
+}
+
+// decodeString decodes the content of a JSON string (between its quotes)
+// as encoding/json does: escapes decoded, invalid UTF-8 as U+FFFD; "" when
+// an escape is malformed.
+func decodeString(raw []byte) string {
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return string(raw)
+	}
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); {
+		switch c := raw[i]; {
+		case c == '\\':
+			r, next, ok := unescape(raw, i)
+			if !ok {
+				return ""
+			}
+			out, i = utf8.AppendRune(out, r), next
+		case c < utf8.RuneSelf:
+			out, i = append(out, c), i+1
+		default:
+			r, size := utf8.DecodeRune(raw[i:])
+			out, i = utf8.AppendRune(out, r), i+size
+		}
+	}
+	return string(out)
 }
 
 // requests recycles request states. A request is 2.7 KB, and with a

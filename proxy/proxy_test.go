@@ -304,6 +304,39 @@ func TestSessionHeaderOverridesPrefix(t *testing.T) {
 	}
 }
 
+// A session that switches models keeps one cache per model on its
+// servers, so the session header's key includes the body's model
+// (prefix.SessionKey(model, session)): one session, two models, two keys;
+// one model, any prompt, one key. The session path still forwards bodies
+// the keyer would refuse: a body whose model cannot be read keys as the
+// session alone instead of being rejected.
+func TestSessionKeyIncludesTheModel(t *testing.T) {
+	f := newFixture(t, 1)
+	r := httptest.NewRequest(http.MethodPost, "/v1/completions", nil)
+	r.Header.Set("X-Session-ID", "user-42")
+	key := func(body string) uint64 {
+		t.Helper()
+		req, aerr := f.router.requestOf(r, prefix.RouteCompletions, []byte(body))
+		if aerr != nil || !req.Keyed || !req.Session {
+			t.Fatalf("%s: %+v %v", body, req, aerr)
+		}
+		return req.Key
+	}
+	llama := key(`{"model":"llama","prompt":"hello"}`)
+	if want := prefix.SessionKey("llama", "user-42"); llama != want {
+		t.Fatalf("session key %#x, want SessionKey(llama, user-42) %#x", llama, want)
+	}
+	if qwen := key(`{"prompt":"hello","model":"qwen"}`); qwen == llama {
+		t.Fatal("one session under two models got one key")
+	}
+	if other := key(`{"model":"ll\u0061ma","prompt":"a different prompt"}`); other != llama {
+		t.Fatal("one session and one model (escaped) got two keys")
+	}
+	if odd := key(`not json at all`); odd != prefix.SessionKey("", "user-42") {
+		t.Fatalf("unreadable body keyed %#x, want the session alone", odd)
+	}
+}
+
 func TestOtherRoutesAreProxied(t *testing.T) {
 	f := newFixture(t, 2)
 	resp, err := f.srv.Client().Get(f.srv.URL + "/v1/models")
