@@ -2,6 +2,7 @@ package prefix
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -215,6 +216,72 @@ func TestModel(t *testing.T) {
 	} {
 		if got := Model([]byte(tc.body)); got != tc.want {
 			t.Errorf("Model(%s) = %q, want %q", tc.body, got, tc.want)
+		}
+	}
+}
+
+// A shared preamble followed by short questions is found although no
+// question fills the chunk the preamble ends in: those requests differ
+// only in how they end inside that chunk, so the hash of a partly filled
+// last chunk is what tells them apart. A fix for short conversation turns
+// must not lose this.
+func TestShortQuestionsAfterASharedPreamble(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Common = NewCommon(nil)
+	learn, _ := New(cfg)
+	pre := strings.Repeat("You are a careful assistant. ", 30) // 870 chars: 3 whole chunks and a bit
+	sk := NewSketch(4, 0)
+	var prefixes []uint64
+	for i := range 4 {
+		p, err := learn.Prefixes(RouteCompletions, []byte(completion(pre+fmt.Sprintf("Question %d: why?", i))), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sk.Observe(p)
+		prefixes = p
+	}
+	common := MergeSummaries(sk.Fanout(), sk.Summary(64))
+	if got := common.Hashes(); !slices.Equal(got, []uint64{prefixes[2]}) {
+		t.Fatalf("shared %x, want the preamble's third chunk %x", got, prefixes[2])
+	}
+	cfg.Common = common
+	k, _ := New(cfg)
+	a, _ := k.Request(RouteCompletions, []byte(completion(pre+"Question 8: how?")), nil)
+	b, _ := k.Request(RouteCompletions, []byte(completion(pre+"Question 9: how?")), nil)
+	if a.Hash == b.Hash || a.Group != b.Group {
+		t.Fatalf("keys %x %x (want different), groups %x %x (want equal)", a.Hash, b.Hash, a.Group, b.Group)
+	}
+}
+
+// A conversation of long turns, each ending in a chunk of its own, is one
+// way of continuing each of its prefixes too: none is marked shared, and
+// every turn keys like the first.
+func TestLongTurnsDoNotShareTheirOwnHistory(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Common = NewCommon(nil)
+	k, _ := New(cfg)
+	prompt := ""
+	sk := NewSketch(4, 0)
+	var turns []string
+	for i := range 8 {
+		prompt += fmt.Sprintf(" User: question %d %s Assistant: %s", i, strings.Repeat("why ", 40), strings.Repeat("because ", 50))
+		turns = append(turns, completion(prompt))
+		p, err := k.Prefixes(RouteCompletions, []byte(turns[i]), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sk.Observe(p)
+	}
+	common := MergeSummaries(sk.Fanout(), sk.Summary(64))
+	if common.Len() != 0 {
+		t.Fatalf("one conversation's turns marked %d of its own prefixes shared", common.Len())
+	}
+	cfg.Common = common
+	keyed, _ := New(cfg)
+	first := mustKey(t, keyed, RouteCompletions, turns[0])
+	for i, turn := range turns[1:] {
+		if got := mustKey(t, keyed, RouteCompletions, turn); got != first {
+			t.Fatalf("turn %d keyed %x, turn 0 %x", i+1, got, first)
 		}
 	}
 }
