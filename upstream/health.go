@@ -84,8 +84,9 @@ func (c HealthConfig) Validate() error {
 		return fmt.Errorf("max ejection percent %d must be within 0..100", c.MaxEjectionPercent)
 	case c.PanicThreshold < 0 || c.PanicThreshold > 100:
 		return fmt.Errorf("panic threshold %d must be within 0..100", c.PanicThreshold)
-	case c.ServedWindow <= 0:
-		return fmt.Errorf("served window %v must be > 0", c.ServedWindow)
+	case c.ServedWindow < time.Millisecond:
+		// Its watcher ticks every quarter of it (servedLoop).
+		return fmt.Errorf("served window %v must be at least 1ms", c.ServedWindow)
 	}
 	return nil
 }

@@ -234,6 +234,12 @@ func TestHealthConfigValidate(t *testing.T) {
 		{Interval: time.Second, Timeout: time.Second, FailureThreshold: 0},
 		{Interval: time.Second, Timeout: time.Second, FailureThreshold: 1, BaseEjection: time.Minute, MaxEjection: time.Second},
 		{Interval: time.Second, Timeout: time.Second, FailureThreshold: 1},
+		// A served window under 1 ms: its watcher ticks every quarter of
+		// it, and a quarter of 3 ns is 0, which time.NewTicker refuses
+		// with a panic (serve crashed with --served-window 3ns until
+		// stop 40).
+		{Interval: time.Second, Timeout: time.Second, FailureThreshold: 1, ServedWindow: 3},
+		{Interval: time.Second, Timeout: time.Second, FailureThreshold: 1, ServedWindow: time.Millisecond - 1},
 	}
 	for _, c := range bad {
 		if c.Validate() == nil {

@@ -24,13 +24,13 @@ func gossipFlags() []cli.Flag {
 		&cli.StringFlag{Name: "gossip-key", EnvVars: env("gossip-key"), Usage: "base64 of a 16-, 24- or 32-byte key encrypting gossip (as Consul and Serf take it); a replica without it can neither join nor inject state; gossip refuses to run without a key unless --gossip-insecure"},
 		&cli.StringFlag{Name: "gossip-key-file", EnvVars: env("gossip-key-file"), Usage: "read --gossip-key from this file (a mounted Secret); surrounding whitespace is dropped"},
 		&cli.BoolFlag{Name: "gossip-insecure", EnvVars: env("gossip-insecure"), Usage: "run gossip without a key, for local experiments only: any process that reaches the gossip port can then join and steer routing (logged at start, shown in /debug/cluster and as prefixring_gossip_insecure)"},
-		&cli.DurationFlag{Name: "gossip-interval", Value: d.Interval, EnvVars: env("gossip-interval"), Usage: "how often this replica sends its in-flight counts when they changed (less often in a cluster too large for --gossip-publish-rate)"},
+		&cli.DurationFlag{Name: "gossip-interval", Value: d.Interval, EnvVars: env("gossip-interval"), Usage: "how often this replica sends its in-flight counts when they changed (less often in a cluster too large for --gossip-publish-rate); it sends them unchanged at least every second, or every interval if longer"},
 		&cli.Float64Flag{Name: "gossip-publish-rate", Value: d.PublishRate, EnvVars: env("gossip-publish-rate"), Usage: "the most messages a second this replica sends to publish its counts, one to each other replica counting one: with N replicas it publishes every --gossip-interval up to N-1 = rate x interval, then less often (0: the default)"},
 		&cli.StringFlag{Name: "gossip-view", Value: string(d.View), EnvVars: env("gossip-view"), Usage: "what the bound reads as cluster-wide load: overlay (every replica's last published load, this replica's own with its unpublished new placements laid over it: it sees its own bursts at once), shared (every replica's last published load, its own included: the most agreement, blind to its own placements until it publishes) exact (its own live load + the others' published) or aligned (shared, with every publication applied --gossip-apply-lag after its stamp, so replicas agree while publications are on the wire); the study behind the default is in docs/study.md"},
 		&cli.DurationFlag{Name: "gossip-apply-lag", Value: d.ApplyLag, EnvVars: env("gossip-apply-lag"), Usage: "with --gossip-view aligned: how long after its stamp every replica applies a publication (at most this long after its receipt); must exceed the delivery delay between replicas and stay below --gossip-stale-after"},
 		&cli.DurationFlag{Name: "gossip-push-pull", Value: d.PushPull, EnvVars: env("gossip-push-pull"), Usage: "full-state anti-entropy interval"},
 		&cli.DurationFlag{Name: "gossip-rejoin-interval", Value: d.RejoinInterval, EnvVars: env("gossip-rejoin-interval"), Usage: "how often --join is retried"},
-		&cli.DurationFlag{Name: "gossip-stale-after", Value: d.StaleAfter, EnvVars: env("gossip-stale-after"), Usage: "a replica silent this long no longer counts in the cluster-wide load"},
+		&cli.DurationFlag{Name: "gossip-stale-after", Value: d.StaleAfter, EnvVars: env("gossip-stale-after"), Usage: "a replica silent this long no longer counts in the cluster-wide load (its entry is forgotten after the larger of 1m and this); must exceed the heartbeat, the larger of 1s and --gossip-interval"},
 		&cli.BoolFlag{Name: "gossip-strict-settings", EnvVars: env("gossip-strict-settings"), Usage: "fail /readyz while a live gossip member's settings (load signal, key, bound, sketch, KV accounting) differ from this replica's; default: refuse its counts and votes, report it (log, prefixring_gossip_settings_mismatch, /debug/cluster, /readyz's degraded) and stay ready, as a rolling change of a setting passes through a mixed fleet"},
 		&cli.StringFlag{Name: "node-name", Value: d.NodeName, EnvVars: env("node-name"), Usage: "this replica's name in the cluster (default: the hostname); must be unique: a replica whose name a live member already uses fails to start"},
 	}
@@ -100,8 +100,13 @@ func gossipConfig(c *cli.Context) (cfg *gossip.Config, warnings []string, err er
 	if c.IsSet("gossip-apply-lag") && g.View != core.ViewAligned {
 		warnings = append(warnings, "--gossip-apply-lag has no effect without --gossip-view aligned")
 	}
+	// A replica republishes at least every heartbeat, and is forgotten
+	// after ForgetAfter of silence: both follow the flags that must stay
+	// within them, so neither has a cap of its own that no flag moves.
+	g.Heartbeat = max(g.Heartbeat, g.Interval)
+	g.ForgetAfter = max(g.ForgetAfter, g.StaleAfter)
 	if g.StaleAfter <= g.Heartbeat {
-		return nil, nil, fmt.Errorf("--gossip-stale-after %v must exceed the %v heartbeat", g.StaleAfter, g.Heartbeat)
+		return nil, nil, fmt.Errorf("--gossip-stale-after %v must exceed the heartbeat, %v (the larger of 1s and --gossip-interval)", g.StaleAfter, g.Heartbeat)
 	}
 	return &g, warnings, g.Validate()
 }

@@ -89,6 +89,23 @@ func TestServeFlagsSayWhatCannotAct(t *testing.T) {
 	if _, w, err := runServeFlags(t, "--gossip-bind=127.0.0.1:0", "--gossip-insecure", "--gossip-apply-lag=120ms"); err != nil || len(w) != 1 || !strings.Contains(w[0], "--gossip-view aligned") {
 		t.Errorf("--gossip-apply-lag in the default view: warnings %v, err %v", w, err)
 	}
+	// The heartbeat and the time to forget a silent replica follow the
+	// flags that must stay within them. Until stop 40 they were fixed at
+	// 1 s and 1 min, so --gossip-interval above 1s and
+	// --gossip-stale-after above 1m were refused with errors that named
+	// neither flag.
+	if cfg, _, err := runServeFlags(t, "--gossip-bind=127.0.0.1:0", "--gossip-insecure", "--gossip-stale-after=2m"); err != nil ||
+		cfg.Gossip.StaleAfter != 2*time.Minute || cfg.Gossip.ForgetAfter < 2*time.Minute {
+		t.Errorf("--gossip-stale-after 2m: %+v, %v", cfg.Gossip, err)
+	}
+	if cfg, _, err := runServeFlags(t, "--gossip-bind=127.0.0.1:0", "--gossip-insecure", "--gossip-interval=2s"); err != nil ||
+		cfg.Gossip.Interval != 2*time.Second || cfg.Gossip.Heartbeat < 2*time.Second {
+		t.Errorf("--gossip-interval 2s: %+v, %v", cfg.Gossip, err)
+	}
+	if _, _, err := runServeFlags(t, "--gossip-bind=127.0.0.1:0", "--gossip-insecure", "--gossip-interval=5s"); err == nil ||
+		!strings.Contains(err.Error(), "--gossip-stale-after") || !strings.Contains(err.Error(), "--gossip-interval") {
+		t.Errorf("--gossip-interval 5s (the default --gossip-stale-after): %v, want an error naming both flags", err)
+	}
 	if _, _, err := runServeFlags(t, "--load-factor=1e18"); err == nil {
 		t.Error("--load-factor 1e18 accepted")
 	}
