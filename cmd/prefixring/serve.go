@@ -42,8 +42,8 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "load-signal", Value: string(rd.Signal), EnvVars: env("load-signal"), Usage: "unit of load the bound counts and gossip shares: tokens (a request weighs its prompt's estimated tokens, body bytes / 4, until the first byte of its answer: the prefill queued on an endpoint) or requests (every request weighs 1 until it ends); every replica must use the same"},
 		&cli.Float64Flag{Name: "load-factor", Value: rd.LoadFactor, EnvVars: env("load-factor"), Usage: "c in the bound: an endpoint takes a request while, with it, it holds at most ceil(c*(total+w)/n) load, w the request's weight"},
 		&cli.Int64Flag{Name: "min-bound", Value: rd.MinBound, EnvVars: env("min-bound"), Usage: "every endpoint may hold this much load whatever the bound says, in the load signal's unit (default: " + fmt.Sprint(rd.MinBound) + " tokens, or " + fmt.Sprint(ring.DefaultMinRequests) + " requests under --load-signal requests; 0: the textbook bound; a chat request its key alone places, and a later turn of any chat, have none)"},
-		&cli.IntFlag{Name: "prefix-chars", Value: prefix.DefaultConfig().MaxChars, EnvVars: env("prefix-chars"), Usage: "how much of each part of a chat (tools, system messages, first user message) the affinity key reads, in characters"},
-		&cli.IntFlag{Name: "prompt-chars", Value: prefix.DefaultConfig().PromptChars, EnvVars: env("prompt-chars"), Usage: "how much of a completions prompt the affinity key reads after the shared prefix it skips, in characters"},
+		&cli.IntFlag{Name: "prefix-chars", Value: prefix.DefaultConfig().MaxChars, EnvVars: env("prefix-chars"), Usage: "how much of each part of a chat (tools, system messages, first user message) the affinity key reads, in characters (a multiple of 256 with --sketch)"},
+		&cli.IntFlag{Name: "prompt-chars", Value: prefix.DefaultConfig().PromptChars, EnvVars: env("prompt-chars"), Usage: "how much of a completions prompt the affinity key reads after the shared prefix it skips, in characters (a multiple of 256 with --sketch)"},
 		&cli.IntFlag{Name: "completion-history", Value: pd.CompletionHistory, EnvVars: env("completion-history"), Usage: "keys whose last completions prompt the router remembers, to weigh a completion at its home by what that prompt did not cover (as a chat turn by its text after the last answer); 0: off, a completion weighs its whole prompt"},
 		&cli.IntFlag{Name: "shared-chars", Value: prefix.DefaultConfig().SharedChars, EnvVars: env("shared-chars"), Usage: "the longest shared prefix (a system prompt, RAG preamble, few-shot block at the top of a prompt) the key skips, in characters"},
 		&cli.Float64Flag{Name: "group-spread", Value: rd.GroupSpread, EnvVars: env("group-spread"), Usage: "keep a shared prefix (system prompt, tools, shared preamble) on as few endpoints as hold its traffic to 1/this of each one's fair share (a group with share s of the requests goes to about this*n*s of n endpoints; a shared part under 1024 tokens goes where each key places it; needs --sketch); 0: off"},
@@ -144,6 +144,16 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 	cfg.Key.MaxChars, cfg.Key.PromptChars, cfg.Key.SharedChars = c.Int("prefix-chars"), c.Int("prompt-chars"), c.Int("shared-chars")
 	cfg.Sketch = router.SketchConfig{Enabled: c.Bool("sketch"), Fanout: c.Int("sketch-fanout"), Epoch: c.Duration("sketch-epoch"),
 		Interval: c.Duration("sketch-interval")}
+	if cfg.Sketch.Enabled {
+		// The key's window after a skipped shared prefix ends on a chunk
+		// boundary; said here by flag, where prefix.Config.Validate can
+		// only name its fields.
+		for _, f := range []string{"prefix-chars", "prompt-chars"} {
+			if n := c.Int(f); n%prefix.ChunkChars != 0 {
+				return cfg, nil, fmt.Errorf("--%s %d must be a multiple of %d with --sketch (on by default)", f, n, prefix.ChunkChars)
+			}
+		}
+	}
 
 	pc := &cfg.Proxy
 	pc.MaxBodyBytes, pc.MaxRetries = c.Int64("max-body-bytes"), c.Int("max-retries")

@@ -106,6 +106,17 @@ func TestServeFlagsSayWhatCannotAct(t *testing.T) {
 		!strings.Contains(err.Error(), "--gossip-stale-after") || !strings.Contains(err.Error(), "--gossip-interval") {
 		t.Errorf("--gossip-interval 5s (the default --gossip-stale-after): %v, want an error naming both flags", err)
 	}
+	// With the sketch on, the key's windows end on chunk boundaries; the
+	// error names the flag (until stop 40 it named prefix.Config's fields,
+	// after serve had started to build the router).
+	for _, f := range []string{"--prefix-chars=300", "--prompt-chars=300"} {
+		if _, _, err := runServeFlags(t, f); err == nil || !strings.Contains(err.Error(), strings.SplitN(f, "=", 2)[0]) {
+			t.Errorf("%s: %v, want an error naming the flag", f, err)
+		}
+	}
+	if _, _, err := runServeFlags(t, "--prefix-chars=300", "--sketch=false"); err != nil {
+		t.Errorf("--prefix-chars 300 without the sketch: %v", err)
+	}
 	if _, _, err := runServeFlags(t, "--load-factor=1e18"); err == nil {
 		t.Error("--load-factor 1e18 accepted")
 	}

@@ -89,7 +89,10 @@ func (r *Reader) Varint() int64 {
 
 // Bytes reads n bytes; the result aliases the message.
 func (r *Reader) Bytes(n int) []byte {
-	if r.err != nil || n < 0 || n > len(r.b) {
+	if r.err != nil {
+		return nil // failed already: Err keeps the first error
+	}
+	if n < 0 || n > len(r.b) {
 		r.err = ErrMalformed
 		return nil
 	}

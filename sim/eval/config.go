@@ -380,7 +380,10 @@ func (g Grid) Validate() error {
 		}
 	}
 	for _, s := range g.Signals {
-		if _, err := ParseSignal(string(s)); err != nil || s == "" {
+		if s == "" {
+			return errors.New("eval: an empty load signal")
+		}
+		if _, err := ParseSignal(string(s)); err != nil {
 			return err
 		}
 	}

@@ -8,7 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/sim/fleet"
 )
 
@@ -79,5 +81,21 @@ func TestSessionPolicyFollowsSessions(t *testing.T) {
 	}
 	if results[0].HitRate == results[1].HitRate {
 		t.Errorf("session and least-load hit alike (%v): session is least-load", results[0].HitRate)
+	}
+}
+
+// An empty load signal is an error, not a pass that skips the grid's
+// remaining checks: until stop 40 Grid.Validate returned nil at the first
+// empty signal, so a grid with a gossip interval of 0 was accepted.
+func TestGridValidateRefusesAnEmptySignal(t *testing.T) {
+	g := CustomGrid()
+	g.Signals = []ring.Signal{""}
+	if g.Validate() == nil {
+		t.Fatal("a grid with an empty load signal accepted")
+	}
+	g.Signals = []ring.Signal{ring.SignalTokens}
+	g.GossipIntervals = []time.Duration{0}
+	if g.Validate() == nil {
+		t.Fatal("a grid with a gossip interval of 0 accepted")
 	}
 }
