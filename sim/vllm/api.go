@@ -52,7 +52,7 @@ func (s *Server) parse(body []byte, chat bool) (*parsed, *apiError) {
 	if req.N != nil && *req.N != 1 {
 		return nil, badRequest("n other than 1 is not supported by the simulator")
 	}
-	p := &parsed{chat: chat, stream: req.Stream, maxTokens: s.cfg.DefaultMaxTokens}
+	p := &parsed{chat: chat, stream: req.Stream}
 	p.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	if req.StreamOptions != nil && !req.Stream {
 		return nil, badRequest("Stream options can only be defined when `stream=True`.")
@@ -70,13 +70,24 @@ func (s *Server) parse(body []byte, chat bool) (*parsed, *apiError) {
 	if chat && req.MaxCompletionTokens != nil {
 		max = req.MaxCompletionTokens
 	}
-	if max != nil {
-		if *max < 1 {
-			return nil, badRequest(fmt.Sprintf("max_tokens must be at least 1, got %d.", *max))
-		}
-		p.maxTokens = *max
+	limit := s.cfg.Engine.MaxModelLen
+	// vLLM needs room for at least one output token, whatever max_tokens.
+	if len(p.tokens) >= limit {
+		return nil, badRequest(fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.",
+			limit, len(p.tokens)))
 	}
-	if limit := s.cfg.Engine.MaxModelLen; len(p.tokens)+p.maxTokens > limit {
+	if max == nil {
+		// vLLM lets an unset max_tokens fill the rest of the context; only
+		// a max_tokens the client sent is checked against it. The filler
+		// has no end of sequence, so output stops at DefaultMaxTokens.
+		p.maxTokens = min(s.cfg.DefaultMaxTokens, limit-len(p.tokens))
+		return p, nil
+	}
+	if *max < 1 {
+		return nil, badRequest(fmt.Sprintf("max_tokens must be at least 1, got %d.", *max))
+	}
+	p.maxTokens = *max
+	if len(p.tokens)+p.maxTokens > limit {
 		return nil, badRequest(fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
 			limit, len(p.tokens)+p.maxTokens, len(p.tokens), p.maxTokens))
 	}

@@ -193,3 +193,27 @@ func TestFaultKnobs(t *testing.T) {
 		}
 	})
 }
+
+// TestUnsetMaxTokensFitsContext: vLLM lets a request without max_tokens use
+// the rest of the context (get_max_tokens: max_model_len - prompt length),
+// so any prompt shorter than the context is served. The simulator, which
+// has no end of sequence, still caps such output at DefaultMaxTokens.
+func TestUnsetMaxTokensFitsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Engine.MaxModelLen = 256
+		s, _ := start(t, cfg)
+		ids := strings.TrimSuffix(strings.Repeat("7,", 200), ",")
+		rec := do(s, http.MethodPost, "/v1/completions", `{"prompt":[`+ids+`]}`)
+		checkStatus(t, rec, http.StatusOK)
+		if u := decode[completionResponse](t, rec.Body).Usage; u.PromptTokens != 200 || u.CompletionTokens != 56 {
+			t.Fatalf("usage %+v, want 200 prompt and 56 (256-200) completion tokens", u)
+		}
+		// A short prompt still gets the simulator's default output length.
+		rec = do(s, http.MethodPost, "/v1/completions", `{"prompt":[1,2,3]}`)
+		checkStatus(t, rec, http.StatusOK)
+		if u := decode[completionResponse](t, rec.Body).Usage; u.CompletionTokens != cfg.DefaultMaxTokens {
+			t.Fatalf("usage %+v, want %d completion tokens", u, cfg.DefaultMaxTokens)
+		}
+	})
+}
