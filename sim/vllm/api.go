@@ -71,10 +71,14 @@ func (s *Server) parse(body []byte, chat bool) (*parsed, *apiError) {
 		max = req.MaxCompletionTokens
 	}
 	limit := s.cfg.Engine.MaxModelLen
-	// vLLM needs room for at least one output token, whatever max_tokens.
+	// vLLM's wording and param (serving_engine._validate_input): clients
+	// parse these messages to shrink the prompt or max_tokens and retry.
+	// It needs room for at least one output token, whatever max_tokens.
 	if len(p.tokens) >= limit {
-		return nil, badRequest(fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.",
+		e := badRequest(fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.",
 			limit, len(p.tokens)))
+		e.Param = "input_tokens"
+		return nil, e
 	}
 	if max == nil {
 		// vLLM lets an unset max_tokens fill the rest of the context; only
@@ -87,9 +91,11 @@ func (s *Server) parse(body []byte, chat bool) (*parsed, *apiError) {
 		return nil, badRequest(fmt.Sprintf("max_tokens must be at least 1, got %d.", *max))
 	}
 	p.maxTokens = *max
-	if len(p.tokens)+p.maxTokens > limit {
-		return nil, badRequest(fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-			limit, len(p.tokens)+p.maxTokens, len(p.tokens), p.maxTokens))
+	if n := len(p.tokens); n+p.maxTokens > limit {
+		e := badRequest(fmt.Sprintf("'max_tokens' or 'max_completion_tokens' is too large: %d. This model's maximum context length is %d tokens and your request has %d input tokens (%d > %d - %d).",
+			p.maxTokens, limit, n, p.maxTokens, limit, n))
+		e.Param = "max_tokens"
+		return nil, e
 	}
 	return p, nil
 }

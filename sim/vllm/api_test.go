@@ -217,3 +217,36 @@ func TestUnsetMaxTokensFitsContext(t *testing.T) {
 		}
 	})
 }
+
+// TestContextLengthErrors: vLLM's own wording and param (>= 0.10.2,
+// serving_engine._validate_input), which clients parse to shrink
+// max_tokens or the prompt and retry.
+func TestContextLengthErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Engine.MaxModelLen = 256
+		s, _ := start(t, cfg)
+		ids := func(n int) string { return strings.TrimSuffix(strings.Repeat("7,", n), ",") }
+		for _, c := range []struct{ body, msg, param string }{
+			{`{"prompt":[1,2,3],"max_tokens":254}`,
+				"'max_tokens' or 'max_completion_tokens' is too large: 254. This model's maximum context length is 256 tokens and your request has 3 input tokens (254 > 256 - 3).",
+				"max_tokens"},
+			{`{"prompt":[` + ids(256) + `]}`,
+				"This model's maximum context length is 256 tokens. However, your request has 256 input tokens. Please reduce the length of the input messages.",
+				"input_tokens"},
+			// The prompt is checked first, as in vLLM.
+			{`{"prompt":[` + ids(300) + `],"max_tokens":1}`,
+				"This model's maximum context length is 256 tokens. However, your request has 300 input tokens. Please reduce the length of the input messages.",
+				"input_tokens"},
+		} {
+			rec := do(s, http.MethodPost, "/v1/completions", c.body)
+			checkStatus(t, rec, http.StatusBadRequest)
+			e := decode[errorBody](t, rec.Body).Error
+			if e.Message != c.msg || e.Param == nil || *e.Param != c.param {
+				t.Errorf("%.40s: message %q, param %v; want %q, %q", c.body, e.Message, e.Param, c.msg, c.param)
+			}
+		}
+		// The boundary: 3 + 253 = 256 fits.
+		checkStatus(t, do(s, http.MethodPost, "/v1/completions", `{"prompt":[1,2,3],"max_tokens":253}`), http.StatusOK)
+	})
+}

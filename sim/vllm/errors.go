@@ -12,6 +12,7 @@ type apiError struct {
 	Status  int
 	Type    string
 	Message string
+	Param   string // the offending request field, when vLLM names one
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -42,5 +43,9 @@ type errorInfo struct {
 func writeError(w http.ResponseWriter, e *apiError) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.Status)
-	_ = json.NewEncoder(w).Encode(errorBody{errorInfo{Message: e.Message, Type: e.Type, Code: e.Status}})
+	info := errorInfo{Message: e.Message, Type: e.Type, Code: e.Status}
+	if e.Param != "" {
+		info.Param = &e.Param
+	}
+	_ = json.NewEncoder(w).Encode(errorBody{info})
 }
