@@ -250,3 +250,31 @@ func TestContextLengthErrors(t *testing.T) {
 		checkStatus(t, do(s, http.MethodPost, "/v1/completions", `{"prompt":[1,2,3],"max_tokens":253}`), http.StatusOK)
 	})
 }
+
+// TestResponseIDFromRequestIDHeader: vLLM names a response "cmpl-" or
+// "chatcmpl-" + the client's X-Request-Id (OpenAIServing._base_request_id),
+// so a client can match the id in the body with the one it sent; without
+// the header the simulator numbers its own.
+func TestResponseIDFromRequestIDHeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := start(t, DefaultConfig())
+		h := map[string]string{"X-Request-Id": "abc123"}
+		rec := doH(s, http.MethodPost, "/v1/completions", `{"prompt":"hi","max_tokens":1}`, h)
+		checkStatus(t, rec, http.StatusOK)
+		if id := decode[completionResponse](t, rec.Body).ID; id != "cmpl-abc123" {
+			t.Errorf("completion id %q, want cmpl-abc123", id)
+		}
+		rec = doH(s, http.MethodPost, "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"stream":true}`, h)
+		checkStatus(t, rec, http.StatusOK)
+		ev := sseEvents(t, rec.Body.String())
+		for _, e := range ev[:len(ev)-1] {
+			if c := decode[chatResponse](t, strings.NewReader(e)); c.ID != "chatcmpl-abc123" {
+				t.Errorf("chat chunk id %q, want chatcmpl-abc123", c.ID)
+			}
+		}
+		rec = do(s, http.MethodPost, "/v1/completions", `{"prompt":"hi","max_tokens":1}`)
+		if id := decode[completionResponse](t, rec.Body).ID; id != "cmpl-0000000000000003" {
+			t.Errorf("completion id without the header %q, want cmpl-0000000000000003", id)
+		}
+	})
+}

@@ -62,9 +62,17 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		return
 	}
 	c := &call{parsed: p, st: st, created: time.Now().Unix(), model: s.cfg.Model, closeAt: -1}
-	c.id = fmt.Sprintf("cmpl-%016x", st.req.ID)
+	// vLLM's id is "cmpl-"/"chatcmpl-" + the client's X-Request-Id
+	// (OpenAIServing._base_request_id), else a fresh one: ours is the
+	// engine's request number.
+	c.id = r.Header.Get("X-Request-Id")
+	if c.id == "" {
+		c.id = fmt.Sprintf("%016x", st.req.ID)
+	}
 	if chat {
-		c.id = fmt.Sprintf("chatcmpl-%016x", st.req.ID)
+		c.id = "chatcmpl-" + c.id
+	} else {
+		c.id = "cmpl-" + c.id
 	}
 	if f.close {
 		c.closeAt = f.CloseAfterTokens

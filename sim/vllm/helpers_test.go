@@ -36,6 +36,17 @@ func do(s *Server, method, path, body string) *httptest.ResponseRecorder {
 	return rec
 }
 
+// doH is do with request headers.
+func doH(s *Server, method, path, body string, hdr map[string]string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, req)
+	return rec
+}
+
 func decode[T any](t *testing.T, r io.Reader) T {
 	t.Helper()
 	var v T
