@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"context"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -221,6 +222,23 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /admin/faults", s.servePutFaults)
 	if s.gather != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.gather, promhttp.HandlerOpts{}))
+	}
+	// The catch-all below would answer a known path's other methods 404;
+	// vLLM's router (FastAPI) answers them 405 with an Allow header and
+	// FastAPI's default error body. A GET route also takes HEAD, in both.
+	for path, allow := range map[string]string{
+		"/v1/completions":      "POST",
+		"/v1/chat/completions": "POST",
+		"/v1/models":           "GET, HEAD",
+		"/health":              "GET, HEAD",
+		"/admin/faults":        "GET, HEAD, POST, PUT",
+	} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			io.WriteString(w, `{"detail":"Method Not Allowed"}`)
+		})
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound("Not Found"))

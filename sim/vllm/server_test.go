@@ -79,3 +79,29 @@ vllm:num_requests_running{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruc
 		}
 	})
 }
+
+// TestWrongMethodIs405: vLLM's router (FastAPI) answers a known path with
+// the wrong method 405, naming the methods it takes in Allow, and its
+// default handler's {"detail": ...} body; only unknown paths are 404.
+func TestWrongMethodIs405(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := start(t, DefaultConfig())
+		for _, c := range []struct{ method, path, allow string }{
+			{http.MethodGet, "/v1/completions", "POST"},
+			{http.MethodPut, "/v1/chat/completions", "POST"},
+			{http.MethodPost, "/v1/models", "GET, HEAD"},
+			{http.MethodDelete, "/health", "GET, HEAD"},
+		} {
+			rec := do(s, c.method, c.path, "")
+			checkStatus(t, rec, http.StatusMethodNotAllowed)
+			if got := rec.Header().Get("Allow"); got != c.allow {
+				t.Errorf("%s %s: Allow %q, want %q", c.method, c.path, got, c.allow)
+			}
+			if body := strings.TrimSpace(rec.Body.String()); body != `{"detail":"Method Not Allowed"}` {
+				t.Errorf("%s %s: body %s", c.method, c.path, body)
+			}
+		}
+		checkStatus(t, do(s, http.MethodHead, "/health", ""), http.StatusOK)
+		checkStatus(t, do(s, http.MethodGet, "/v1/nope", ""), http.StatusNotFound)
+	})
+}
