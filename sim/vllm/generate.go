@@ -149,7 +149,9 @@ func (s *Server) wholeResponse(w http.ResponseWriter, r *http.Request, c *call) 
 func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, c *call) {
 	flusher, _ := w.(http.Flusher)
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
+	// As vLLM's: Starlette adds the charset to StreamingResponse's
+	// media_type (vLLM's own log_response compares the whole value).
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	if flusher != nil {
