@@ -12,7 +12,7 @@ import (
 func TestReaderKeepsItsFirstError(t *testing.T) {
 	first := errors.New("first")
 	for name, read := range map[string]func(*Reader){
-		"Byte": func(r *Reader) { r.Byte() }, "U64": func(r *Reader) { r.U64() }, "String": func(r *Reader) { r.String() },
+		"Byte": func(r *Reader) { r.Byte() }, "U64": func(r *Reader) { r.U64() }, "String": func(r *Reader) { _ = r.String() },
 		"Uvarint": func(r *Reader) { r.Uvarint() }, "Count": func(r *Reader) { r.Count(10) },
 	} {
 		r := NewReader([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9})
