@@ -1,7 +1,6 @@
 package eval
 
 import (
-	"cmp"
 	"encoding/json"
 	"math"
 	"os"
@@ -505,19 +504,7 @@ func TestRoundRobinReplicasOutOfStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range results {
-		b, err := os.ReadFile(filepath.Join(cfg.Records, recordsName(r)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var recs []fleet.Record
-		for line := range strings.Lines(string(b)) {
-			var rec fleet.Record
-			if err := json.Unmarshal([]byte(line), &rec); err != nil {
-				t.Fatal(err)
-			}
-			recs = append(recs, rec)
-		}
-		slices.SortStableFunc(recs, func(a, b fleet.Record) int { return cmp.Compare(a.Arrival, b.Arrival) }) // the order of the picks
+		recs := runRecords(t, cfg.Records, r) // in the order of the picks
 		same, per := 0, map[string]int{}
 		for i, rec := range recs {
 			per[rec.Endpoint]++
