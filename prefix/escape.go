@@ -4,6 +4,31 @@ import "unicode/utf8"
 
 func appendRune(b []byte, r rune) []byte { return utf8.AppendRune(b, r) }
 
+// appendUnescaped appends raw, the content of a JSON string between its
+// quotes, to out with its escapes decoded and every other byte as it is.
+// It stops with false at a malformed escape, or once out holds more than
+// limit bytes (limit < 0: no limit), so a caller comparing against a short
+// string reads no further than it needs.
+func appendUnescaped(out, raw []byte, limit int) ([]byte, bool) {
+	for i := 0; i < len(raw); {
+		if raw[i] != '\\' {
+			out = append(out, raw[i])
+			i++
+		} else {
+			r, next, ok := unescape(raw, i)
+			if !ok {
+				return out, false
+			}
+			out = appendRune(out, r)
+			i = next
+		}
+		if limit >= 0 && len(out) > limit {
+			return out, false
+		}
+	}
+	return out, true
+}
+
 // unescape decodes the escape at b[i] == '\\' and returns the rune and the
 // index after it, exactly as encoding/json would.
 func unescape(b []byte, i int) (r rune, next int, ok bool) {

@@ -204,23 +204,21 @@ func decodeString(raw []byte) string {
 	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
 		return string(raw)
 	}
-	out := make([]byte, 0, len(raw))
-	for i := 0; i < len(raw); {
-		switch c := raw[i]; {
-		case c == '\\':
-			r, next, ok := unescape(raw, i)
-			if !ok {
-				return ""
-			}
-			out, i = utf8.AppendRune(out, r), next
-		case c < utf8.RuneSelf:
-			out, i = append(out, c), i+1
-		default:
-			r, size := utf8.DecodeRune(raw[i:])
-			out, i = utf8.AppendRune(out, r), i+size
-		}
+	out, ok := appendUnescaped(make([]byte, 0, len(raw)), raw, -1)
+	if !ok {
+		return ""
 	}
-	return string(out)
+	if utf8.Valid(out) {
+		return string(out)
+	}
+	// Invalid bytes came from raw as they were (escapes decode to whole
+	// runes): each becomes U+FFFD, as encoding/json makes it.
+	valid := make([]byte, 0, len(out)+8)
+	for i := 0; i < len(out); {
+		r, size := utf8.DecodeRune(out[i:])
+		valid, i = utf8.AppendRune(valid, r), i+size
+	}
+	return string(valid)
 }
 
 // requests recycles request states. A request is 2.7 KB, and with a

@@ -197,22 +197,6 @@ func keyIs(raw []byte, want string) bool {
 		return string(raw) == want
 	}
 	var buf [32]byte
-	out := buf[:0]
-	for i := 0; i < len(raw); {
-		if raw[i] != '\\' {
-			out = append(out, raw[i])
-			i++
-		} else {
-			r, next, ok := unescape(raw, i)
-			if !ok {
-				return false
-			}
-			out = appendRune(out, r)
-			i = next
-		}
-		if len(out) > len(want) {
-			return false
-		}
-	}
-	return string(out) == want
+	out, ok := appendUnescaped(buf[:0], raw, len(want))
+	return ok && string(out) == want
 }
