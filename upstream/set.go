@@ -327,11 +327,6 @@ func (s *Set) rebuildLocked() {
 	for _, e := range routed {
 		observed[e.ID] = true
 	}
-	for id := range s.checks {
-		if !observed[id] && !s.holdsLocked(id) {
-			delete(s.checks, id)
-		}
-	}
 	for id := range observed {
 		if s.checks[id] == nil {
 			s.checks[id] = &check{}
@@ -340,10 +335,11 @@ func (s *Set) rebuildLocked() {
 	s.trackKVLocked(observed, routed)
 	s.updateAliveLocked(routed)
 	for id := range s.checks {
-		// A departed endpoint kept above for the tries it held, whose
-		// alive context updateAliveLocked just ended (its probes got no
-		// answer), holds nothing now: forget its checks, so that if it
-		// is discovered again it starts afresh, not silent.
+		// A departed endpoint keeps its checks while tries wait on it
+		// (updateAliveLocked reads whether its probes go unanswered).
+		// Pruned after updateAliveLocked, not before: one whose alive
+		// context that just ended holds nothing now, and if it is
+		// discovered again it starts afresh, not silent.
 		if !observed[id] && !s.holdsLocked(id) {
 			delete(s.checks, id)
 		}
