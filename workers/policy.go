@@ -162,12 +162,8 @@ func embeddedV4(ip netip.Addr) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	b := ip.As16()
-	zero12 := true
-	for _, x := range b[:12] {
-		zero12 = zero12 && x == 0
-	}
 	switch {
-	case zero12 && !(b[12] == 0 && b[13] == 0 && b[14] == 0 && b[15] <= 1):
+	case isZero(b[:12]) && !(isZero(b[12:15]) && b[15] <= 1):
 		return netip.AddrFrom4([4]byte(b[12:16])), true
 	case b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && isZero(b[4:12]):
 		return netip.AddrFrom4([4]byte(b[12:16])), true
