@@ -2,7 +2,7 @@ package proxy
 
 import (
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prefixring/prefixring/ring"
@@ -18,10 +18,12 @@ type Metrics struct {
 	ttfb     *prometheus.HistogramVec
 	retries  *prometheus.CounterVec
 	cuts     *prometheus.CounterVec
-	// gone are the endpoints forgotten since they left: requests that
-	// were in flight to one when it left record nothing as they end, so
-	// they do not bring its series back.
-	gone sync.Map // endpoint ID -> struct{}
+	// routed are the endpoints requests are recorded for (nil: every
+	// one), swapped whole by SetEndpoints: requests that were in flight
+	// to an endpoint when it left record nothing as they end, so they do
+	// not bring its series back. It holds the endpoints of the moment,
+	// not every one that ever left.
+	routed atomic.Pointer[map[string]struct{}]
 }
 
 // LLM requests run from milliseconds (a cached short prompt) to minutes (a
@@ -59,13 +61,17 @@ func NewMetrics(reg prometheus.Registerer, status func() ([]ring.EndpointStatus,
 }
 
 // records reports whether requests to endpoint are recorded: m is set,
-// and the endpoint has not left the set.
+// and the endpoint is routed (or none was picked, or no set was given).
 func (m *Metrics) records(endpoint string) bool {
 	if m == nil {
 		return false
 	}
-	_, gone := m.gone.Load(endpoint)
-	return !gone
+	set := m.routed.Load()
+	if set == nil || endpoint == "" {
+		return true
+	}
+	_, ok := (*set)[endpoint]
+	return ok
 }
 
 func (m *Metrics) request(endpoint string, status int, decision string) {
@@ -96,30 +102,35 @@ func (m *Metrics) streamCut(endpoint string) {
 	}
 }
 
+// SetEndpoints makes ids the endpoints requests are recorded for; call it
+// with every endpoint set, before any request can reach a new endpoint.
+// Until it is called every endpoint's requests are recorded.
+func (m *Metrics) SetEndpoints(ids []string) {
+	if m == nil {
+		return
+	}
+	set := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		set[id] = struct{}{}
+	}
+	m.routed.Store(&set)
+}
+
 // ForgetEndpoint deletes every series of endpoint id, so an endpoint that
 // left the set stops being exported (and a fleet that churns through pod
-// IPs does not grow the metrics without bound), and records nothing more
-// for it until [Metrics.KnowEndpoint]: requests in flight to it when it
-// left end later. Wire both to the endpoint set's change notifications.
+// IPs does not grow the metrics without bound). Wire it, after
+// [Metrics.SetEndpoints], to the endpoint set's change notifications:
+// requests in flight to it when it left then record nothing as they end.
 func (m *Metrics) ForgetEndpoint(id string) {
 	if m == nil {
 		return
 	}
-	m.gone.Store(id, struct{}{})
 	l := prometheus.Labels{"endpoint": id}
 	m.requests.DeletePartialMatch(l)
 	m.duration.DeletePartialMatch(l)
 	m.ttfb.DeletePartialMatch(l)
 	m.retries.DeletePartialMatch(l)
 	m.cuts.DeletePartialMatch(l)
-}
-
-// KnowEndpoint records requests to endpoint id again: it joined the set
-// (again) after [Metrics.ForgetEndpoint].
-func (m *Metrics) KnowEndpoint(id string) {
-	if m != nil {
-		m.gone.Delete(id)
-	}
 }
 
 // statusCollector reports in-flight load and health per endpoint at scrape

@@ -194,6 +194,7 @@ func TestForgetEndpointDeletesItsSeries(t *testing.T) {
 		t.Fatalf("series before: %d for %s, %d for %s", count(gone), gone, count(kept), kept)
 	}
 	before := count(kept)
+	f.router.metrics.SetEndpoints([]string{kept}) // as the router does on each endpoint set
 	f.router.metrics.ForgetEndpoint(gone)
 	if n := count(gone); n != 0 {
 		t.Fatalf("%d series left for the endpoint that left", n)
@@ -213,14 +214,14 @@ func TestForgetEndpointDeletesItsSeries(t *testing.T) {
 		t.Fatalf("%d series came back for the endpoint that left, from requests that ended after", n)
 	}
 	// An endpoint that comes back is exported again.
-	m.KnowEndpoint(gone)
+	m.SetEndpoints([]string{kept, gone})
 	m.request(gone, 200, "home")
 	if n := count(gone); n != 1 {
 		t.Fatalf("the endpoint came back: %d series, want 1", n)
 	}
 	var nilm *Metrics
 	nilm.ForgetEndpoint(gone) // nil Metrics: no-op
-	nilm.KnowEndpoint(gone)
+	nilm.SetEndpoints(nil)
 }
 
 // TestReadyzReportsDegradedButStaysReady: a degraded replica (a gossip

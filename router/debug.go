@@ -126,9 +126,6 @@ func applySnapshot(bal *ring.Balancer, old, cur *upstream.Snapshot, log *slog.Lo
 	}
 }
 
-// added lists the endpoints cur routes to that old did not.
-func added(old, cur *upstream.Snapshot) []string { return removed(cur, old) }
-
 // removed lists the endpoints of old that cur no longer routes to.
 func removed(old, cur *upstream.Snapshot) []string {
 	var out []string

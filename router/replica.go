@@ -122,9 +122,7 @@ func New(cfg Config, opts Options) (*Replica, error) {
 		return nil, err
 	}
 	r.endpoints.Subscribe(func(old, cur *upstream.Snapshot) {
-		for _, id := range added(old, cur) { // before any request can reach them
-			metrics.KnowEndpoint(id)
-		}
+		metrics.SetEndpoints(cur.IDs()) // before any request can reach a new one
 		applySnapshot(r.balancer, old, cur, log)
 		for _, id := range removed(old, cur) {
 			metrics.ForgetEndpoint(id)
