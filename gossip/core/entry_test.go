@@ -138,17 +138,8 @@ func (zeroLoads) Total() int64      { return 0 }
 // anew), until ForgetAfter more has passed. A new process of the name, at
 // a lower incarnation, is not refused.
 func TestForgottenEntryIsRefusedButNotANewProcess(t *testing.T) {
-	s := NewEntryTable()
 	old := NewEntry("old", "10.0.0.2:7946", 5, 9, t0, []string{"a"}, map[string]int64{"a": 7}, nil)
-	s.Merge(old)
-	if gone := s.Forget(t0.Add(61*time.Second), time.Minute, "self"); len(gone) != 1 {
-		t.Fatalf("forgot %v", gone)
-	}
-	back := old
-	back.Heard = t0.Add(62 * time.Second).UnixMilli()
-	if ch := s.Merge(back); len(ch) != 0 {
-		t.Fatal("a forgotten entry came back")
-	}
+	s, back := forgetOne(t, old)
 	older := back
 	older.Version = 8
 	if ch := s.Merge(older); len(ch) != 0 {
@@ -177,8 +168,20 @@ func TestForgottenEntryIsRefusedButNotANewProcess(t *testing.T) {
 // refused until the forgotten record expired, up to ForgetAfter, so a
 // replica restarted 1 to 2 minutes after a crash counted nowhere.
 func TestForgottenFirstIncarnationDoesNotBlockItsSuccessor(t *testing.T) {
-	s := NewEntryTable()
 	old := NewEntry("b", "10.0.0.2:7946", FirstIncarnation, 5000, t0, []string{"a"}, map[string]int64{"a": 7}, nil)
+	s, _ := forgetOne(t, old)
+	next := NewEntry("b", "10.0.0.2:7946", FirstIncarnation, 11, t0.Add(90*time.Second), []string{"a"}, map[string]int64{"a": 1}, nil)
+	if ch := s.Merge(next); len(ch) != 1 {
+		t.Fatal("the successor of a forgotten process at its first incarnation was refused")
+	}
+}
+
+// forgetOne returns a table that held old and forgot it after a minute,
+// and old as a peer that heard it later pushes it back, which the table
+// has just refused.
+func forgetOne(t *testing.T, old Entry) (*EntryTable, Entry) {
+	t.Helper()
+	s := NewEntryTable()
 	s.Merge(old)
 	if gone := s.Forget(t0.Add(61*time.Second), time.Minute, "self"); len(gone) != 1 {
 		t.Fatalf("forgot %v", gone)
@@ -186,12 +189,9 @@ func TestForgottenFirstIncarnationDoesNotBlockItsSuccessor(t *testing.T) {
 	back := old
 	back.Heard = t0.Add(62 * time.Second).UnixMilli()
 	if ch := s.Merge(back); len(ch) != 0 {
-		t.Fatal("the forgotten entry came back")
+		t.Fatal("a forgotten entry came back")
 	}
-	next := NewEntry("b", "10.0.0.2:7946", FirstIncarnation, 11, t0.Add(90*time.Second), []string{"a"}, map[string]int64{"a": 1}, nil)
-	if ch := s.Merge(next); len(ch) != 1 {
-		t.Fatal("the successor of a forgotten process at its first incarnation was refused")
-	}
+	return s, back
 }
 
 // TestNextIncarnation: a process that hears of an entry of its name it did
