@@ -31,6 +31,12 @@ func (f *fakeResolver) LookupSRV(context.Context, string, string, string) (strin
 	return "", f.srv, f.err
 }
 
+func (f *fakeResolver) setSRV(srv []*net.SRV, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.srv, f.err = srv, err
+}
+
 func (f *fakeResolver) set(hosts []string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -96,6 +102,58 @@ func TestDNSWatchAppliesChangesAndKeepsLastGoodSet(t *testing.T) {
 		}
 		cancel()
 	})
+}
+
+// TestDNSUsesTheGoodRecordsOfAnAnswer: a record that cannot become an
+// endpoint is left out, named in the error, and the rest of the answer is
+// routed, as Envoy's STRICT_DNS and nginx's resolver use the good records
+// of an answer. Such records: an address with an IPv6 zone (Go reads them
+// from /etc/hosts; a URL cannot hold one unescaped), an SRV target of "."
+// (RFC 2782: no service here), and the invalid names Go's resolver filters
+// out of an SRV answer, returning the rest with an error. Before, the
+// whole answer was refused and the last set kept, stale for as long as
+// the bad record stayed.
+func TestDNSUsesTheGoodRecordsOfAnAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		res := &fakeResolver{hosts: []string{"10.0.0.1"}}
+		set := newTestSet(t, fastHealth(), newFakeNet())
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go DNSSource{Name: "vllm.default.svc:8000", Resolver: res}.Watch(ctx, 10*time.Second, set, slog.New(slog.DiscardHandler))
+		synctest.Wait()
+		res.set([]string{"10.0.0.1", "fe80::1%eth0", "10.0.0.2"}, nil)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if got, want := set.Snapshot().IDs(), []string{"http://10.0.0.1:8000", "http://10.0.0.2:8000"}; !slices.Equal(got, want) {
+			t.Fatalf("routed %v, want %v: one bad record held up the answer", got, want)
+		}
+		cancel()
+	})
+}
+
+// TestDNSSRVUsesTheGoodRecordsOfAnAnswer: TestDNSUsesTheGoodRecordsOfAnAnswer
+// for SRV answers.
+func TestDNSSRVUsesTheGoodRecordsOfAnAnswer(t *testing.T) {
+	res := &fakeResolver{}
+	src := DNSSource{Name: "_http._tcp.vllm.ns.svc", Resolver: res}
+	good := &net.SRV{Target: "vllm-0.vllm.ns.svc.", Port: 8000}
+	for _, c := range []struct {
+		srv []*net.SRV
+		err error
+	}{
+		{[]*net.SRV{good, {Target: ".", Port: 8000}}, nil},
+		{[]*net.SRV{good}, &net.DNSError{Err: "DNS response contained records which contain invalid names", Name: src.Name}},
+	} {
+		res.setSRV(c.srv, c.err)
+		got, err := src.Resolve(context.Background())
+		if want := []string{"http://vllm-0.vllm.ns.svc:8000"}; !slices.Equal(got, want) || err == nil {
+			t.Errorf("%d SRV records, error %v: got %v, %v; want %v and an error naming the bad record", len(c.srv), c.err, got, err, want)
+		}
+	}
+	res.setSRV(nil, errors.New("SERVFAIL"))
+	if got, err := src.Resolve(context.Background()); got != nil || err == nil {
+		t.Errorf("a failed lookup: %v, %v", got, err)
+	}
 }
 
 func TestDNSSRV(t *testing.T) {
