@@ -331,6 +331,14 @@ type Shares struct {
 	Early bool
 }
 
+// maxShareCount bounds each count MergeShares adds, as gossip's
+// core.MaxCount bounds an entry's: the counts come from peers, and one
+// with a bug (or a key holder who means harm) could otherwise send counts
+// whose sum wraps, to a total too small for any shares or a group's count
+// of nearly nothing, changing every replica's spread. At 2^40 a sum
+// wraps only past 2^23 records, far more than a cluster's members.
+const maxShareCount = 1 << 40
+
 // MergeShares unites replicas' group counts into each group key's share of
 // all their requests: none until they cover EarlyShareRequests, early ones
 // until they cover MinShareRequests. Like MergeSummaries it depends only
@@ -339,9 +347,9 @@ func MergeShares(counts ...GroupCounts) Shares {
 	var total uint64
 	sum := map[uint64]uint64{}
 	for _, c := range counts {
-		total += c.Requests
+		total += min(c.Requests, maxShareCount)
 		for _, g := range c.Groups {
-			sum[g.Hash] += g.Count
+			sum[g.Hash] += min(g.Count, maxShareCount)
 		}
 	}
 	if total < min(EarlyShareRequests, MinShareRequests) {

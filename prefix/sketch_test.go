@@ -2,6 +2,7 @@ package prefix
 
 import (
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -95,6 +96,32 @@ func TestMergeShares(t *testing.T) {
 	}
 	if abc.Of[1] != 150.0/400 || abc.Of[2] != 60.0/400 || len(abc.Of) != 2 || abc.Early {
 		t.Fatalf("shares %+v, want settled 1: 0.375, 2: 0.15", abc)
+	}
+}
+
+// TestMergeSharesClampsCounts: a peer's counts (a record that holds the
+// gossip key, from a bug or a hostile sender) are clamped to
+// maxShareCount, as gossip clamps the counts of its entries, so their sum
+// cannot wrap: a claim of nearly 2^64 requests drowns out the others'
+// groups, but cannot turn the total into a handful (no shares, for
+// everyone) or a group's count into nothing. Before, both wrapped.
+func TestMergeSharesClampsCounts(t *testing.T) {
+	honest := GroupCounts{Groups: []SummaryEntry{{Hash: 1, Count: 150}, {Hash: 2, Count: 100}}, Requests: 400}
+	for _, c := range []struct {
+		name    string
+		hostile GroupCounts
+		check   func(Shares) bool
+	}{
+		{"requests wrap the total to 10", GroupCounts{Requests: math.MaxUint64 - 389},
+			func(s Shares) bool { return s.Of != nil && !s.Early && s.Of[1] < 1e-9 }},
+		{"a group's count wraps to 1", GroupCounts{Groups: []SummaryEntry{{Hash: 1, Count: math.MaxUint64 - 148}}, Requests: math.MaxUint64 - 99},
+			func(s Shares) bool { return !s.Early && s.Of[1] > 0.99 && s.Of[2] < 1e-9 }},
+	} {
+		for _, s := range []Shares{MergeShares(honest, c.hostile), MergeShares(c.hostile, honest)} {
+			if !c.check(s) {
+				t.Errorf("%s: shares %+v", c.name, s)
+			}
+		}
 	}
 }
 
