@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/prefixring/prefixring/gossip/core"
 	"github.com/prefixring/prefixring/prefix"
 )
 
@@ -135,6 +136,47 @@ func TestSkewedPeerCountsAndIsReported(t *testing.T) {
 			if e.Node == "r1" && (e.SkewMillis == nil || *e.SkewMillis < 9500 || *e.SkewMillis > 10500 || !e.Counted) {
 				t.Fatalf("r0's /debug/cluster shows r1 as %+v", e)
 			}
+		}
+	})
+}
+
+// TestSkewGoesWithTheForgottenPeer: a peer's clock-skew series goes when
+// its entry is forgotten, and a late copy of its last publication (a UDP
+// datagram delayed past ForgetAfter, or a replay), which the table
+// refuses, does not bring it back. Before, the refused entry's skew was
+// recorded all the same, and since only forgetting an entry deletes a
+// series, it stayed for good: one series leaked per departed name.
+func TestSkewGoesWithTheForgottenPeer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		addrs := map[string]string{"a": "10.0.0.1:7946", "b": "10.0.0.2:7946"}
+		a := offlineNode(t, "a", addrs["a"], core.ViewOverlay, addrs)
+		b := offlineNode(t, "b", addrs["b"], core.ViewOverlay, addrs)
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(skewCollector{a})
+		skewOfB := func() bool {
+			_, ok := peerGauge(t, reg, "prefixring_gossip_clock_skew_seconds", "b")
+			return ok
+		}
+		time.Sleep(time.Second)
+		b.publish(time.Now(), true)
+		late := encodeFull(b.last)
+		a.receive(late)
+		if !skewOfB() {
+			t.Fatal("b's skew is not reported")
+		}
+		time.Sleep(a.cfg.ForgetAfter + 2*time.Second) // b is gone
+		a.publish(time.Now(), false)
+		if _, ok := a.view.Table().Get("b"); ok || skewOfB() {
+			t.Fatalf("b forgotten: entry held %v, skew reported %v", ok, skewOfB())
+		}
+		a.receive(late)
+		if _, ok := a.view.Table().Get("b"); ok {
+			t.Fatal("the forgotten entry came back")
+		}
+		time.Sleep(a.cfg.ForgetAfter + 2*time.Second) // and the forgotten record expires
+		a.publish(time.Now(), false)
+		if skewOfB() {
+			t.Fatal("a refused entry's skew is reported after its peer was forgotten")
 		}
 	})
 }

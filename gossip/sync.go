@@ -232,13 +232,21 @@ func (n *Node) receive(b []byte) {
 		case n.mismatched(e.Node):
 			n.met.dropped.WithLabelValues("settings_mismatch").Inc()
 		default:
-			if m.kind != kindEnvelope {
-				n.measureSkew(e, now) // a delta or full entry comes from its owner
-			}
 			in = append(in, e)
 		}
 	}
-	if _, verdict := n.view.Receive(now, in...); verdict {
+	_, verdict := n.view.Receive(now, in...)
+	if m.kind != kindEnvelope { // a delta or full entry comes from its owner
+		for _, e := range in {
+			// Only a peer the table holds: forgetting its entry deletes
+			// its skew, and a refused one (a late copy of a forgotten
+			// entry) would never be forgotten.
+			if _, held := n.view.Table().Get(e.Node); held {
+				n.measureSkew(e, now)
+			}
+		}
+	}
+	if verdict {
 		n.applyVerdictLocked(n.ownEntry(now))
 	}
 }
