@@ -39,6 +39,12 @@ const (
 // Policy is what a worker URL must be, and how many workers the set
 // holds. The same policy on every replica keeps the set's merge a
 // deterministic filter: an op one replica refuses, every replica refuses.
+// Replicas are not made to agree on it (a rolling change of the flags
+// passes through a mixed fleet): each judges its peers' ops by its own
+// policy, so a stricter replica holds, and routes, fewer workers
+// (TestMergeAppliesThisReplicasPolicy), and the cluster's endpoint verdict
+// cannot put back one it refused (upstream.Set routes no endpoint that
+// only the verdict names).
 type Policy struct {
 	// MaxURLBytes bounds a URL's length (DefaultMaxURLBytes).
 	MaxURLBytes int

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Every class of URL the policy refuses, with the default policy and with
@@ -167,5 +168,41 @@ func TestMergeDropsInvalidOpsAlone(t *testing.T) {
 	s2.Add("http://10.0.0.9:1")
 	if op := s2.Ops()[0]; op.Stamp == 0 || op.Stamp < st {
 		t.Fatalf("a refused op's stamp moved the clock: %v", op)
+	}
+}
+
+// TestMergeAppliesThisReplicasPolicy: replicas may run different policies
+// (a rolling change of --workers-allow-cidr, a misconfigured one), and each
+// judges a peer's ops by its own. Workers registered through a replica
+// without an allowlist are refused by one with it when outside its CIDRs,
+// or named by host, and counted; its removal of them is refused too, and
+// the allowed worker beside them comes and goes.
+func TestMergeAppliesThisReplicasPolicy(t *testing.T) {
+	c := &clock{t0}
+	loose, strict := newSet("r0", c), newSet("r1", c)
+	p := DefaultPolicy()
+	p.AllowCIDRs = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/16")}
+	if err := strict.SetPolicy(p); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"http://10.0.0.5:8000", "http://10.1.0.5:8000", "http://gpu-7:8000"} {
+		if !loose.Add(u) {
+			t.Fatalf("the loose replica refused %s", u)
+		}
+	}
+	strict.Merge(loose.Ops())
+	if got, want := strict.Members(), []string{"http://10.0.0.5:8000"}; !slices.Equal(got, want) {
+		t.Fatalf("the strict replica took %v from its peer, want %v", got, want)
+	}
+	if d := strict.Dropped(); d.Invalid != 2 {
+		t.Fatalf("dropped %+v, want 2 invalid", d)
+	}
+	c.t = c.t.Add(time.Second)
+	for _, u := range []string{"http://10.0.0.5:8000", "http://10.1.0.5:8000"} {
+		loose.Remove(u)
+	}
+	strict.Merge(loose.Ops())
+	if got := strict.Members(); len(got) != 0 || len(strict.Ops()) != 1 || strict.Dropped().Invalid != 4 {
+		t.Fatalf("after the removals: members %v, ops %v, dropped %+v", got, strict.Ops(), strict.Dropped())
 	}
 }
