@@ -20,9 +20,11 @@ type RadixConfig struct {
 	// request goes to the least loaded. Defaults 32 and 1.1.
 	BalanceAbs int64
 	BalanceRel float64
-	// MaxBlocks bounds each endpoint's tree, in prompt blocks; least
-	// recently used blocks are evicted. Default 262144, SGLang's
-	// max_tree_size of 2^26 characters in 256-character blocks.
+	// MaxBlocks bounds each endpoint's tree, in prompt blocks; past it the
+	// least recently used leaves are evicted, as SGLang's radix cache
+	// evicts them, so a shared head outlives its continuations. Default
+	// 262144, SGLang's max_tree_size of 2^26 characters in 256-character
+	// blocks.
 	MaxBlocks int
 }
 

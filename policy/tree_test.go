@@ -1,6 +1,9 @@
 package policy
 
 import (
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/prefixring/prefixring/ring"
@@ -59,21 +62,107 @@ func TestRadixBalancesWhenImbalanced(t *testing.T) {
 	}
 }
 
-// A tree holds at most MaxBlocks blocks per endpoint: least recently used
-// ones go first.
-func TestPrefixIndexEvictsLeastRecentlyUsed(t *testing.T) {
-	x := newPrefixIndex(4)
+// A tree holds at most MaxBlocks blocks per endpoint, and evicts as
+// SGLang's radix cache does: the least recently used leaf first, a parent
+// becoming a leaf when its last child goes. A shared root (a system
+// prompt) outlives its continuations, and no block is kept whose parent
+// was evicted (it could never match again).
+func TestPrefixIndexEvictsLeavesFirst(t *testing.T) {
+	x := newPrefixIndex(6)
+	x.insert("a", []uint64{1, 2, 3}) // conversation A under system prompt 1
+	x.insert("a", []uint64{1, 4, 5}) // conversation B under it, more recent
+	for _, b := range []uint64{9, 8, 7, 6} {
+		x.insert("a", []uint64{b}) // four one-block prompts: evict 3, 2, then 5
+	}
+	if x.size("a") != 6 {
+		t.Fatalf("size %d, want the bound 6", x.size("a"))
+	}
+	if _, ok := x.blocks[1]["a"]; !ok {
+		t.Errorf("the shared root 1 was evicted; held: 4 %v, 5 %v", x.blocks[4]["a"] != nil, x.blocks[5]["a"] != nil)
+	}
+	if got := x.match([]uint64{1, 4, 5}, []string{"a"}, nil)[0]; got != 2 {
+		t.Fatalf("conversation B matches %d blocks, want 2 (its root 1 and 4 kept, the leaf 5 evicted)", got)
+	}
+	if got := x.match([]uint64{1, 2, 3}, []string{"a"}, nil)[0]; got != 1 {
+		t.Fatalf("conversation A matches %d blocks, want 1 (the older leaf and its parent evicted, the shared root kept)", got)
+	}
+	for _, b := range []uint64{2, 3, 5} {
+		if len(x.blocks[b]) != 0 {
+			t.Errorf("evicted block %d is still indexed", b)
+		}
+	}
+
+	// A conversation growing past the bound keeps its head, not its tail.
+	x = newPrefixIndex(4)
 	x.insert("a", []uint64{1, 2, 3})
-	x.insert("a", []uint64{1, 9}) // 1 is used again; 2 and 3 are older
-	x.insert("a", []uint64{7})    // 5 blocks: evict the oldest, 2
-	if got := x.match([]uint64{1, 2, 3}, []string{"a"}, nil); got[0] != 1 {
-		t.Fatalf("match after evicting 2: %d blocks, want 1", got[0])
+	x.insert("a", []uint64{1, 2, 3, 4, 5})
+	if got := x.match([]uint64{1, 2, 3, 4, 5, 6}, []string{"a"}, nil)[0]; got != 4 {
+		t.Fatalf("the next turn matches %d blocks, want 4 (the tail 5 evicted)", got)
 	}
-	if x.size("a") != 4 || x.match([]uint64{1, 9}, []string{"a"}, nil)[0] != 2 {
-		t.Fatalf("size %d; the recent path lost", x.size("a"))
+}
+
+// Over random prompts from a small tree of chained block hashes, shared by
+// two endpoints, the index holds for each endpoint exactly what a plain
+// model of SGLang's eviction holds: an explicit tree whose touched paths
+// take the time of the touch, evicting the leaf of the oldest time.
+func TestPrefixIndexEvictsAsLeastRecentlyUsedLeaves(t *testing.T) {
+	const bound = 20
+	type node struct {
+		parent uint64
+		last   int
 	}
-	if len(x.blocks[2]) != 0 {
-		t.Fatal("an evicted block is still indexed")
+	x := newPrefixIndex(bound)
+	model := map[string]map[uint64]*node{"a": {}, "b": {}}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for now := range 3000 {
+		// A root of 3 (system prompts), then up to 7 blocks of 3 choices
+		// each: prompts share heads often, whole paths rarely.
+		h := uint64(rng.IntN(3) + 1)
+		blocks := []uint64{h}
+		for range rng.IntN(8) {
+			h = h*31 + uint64(rng.IntN(3)+1)
+			blocks = append(blocks, h)
+		}
+		id := []string{"a", "b"}[rng.IntN(2)]
+		x.insert(id, blocks)
+
+		m := model[id]
+		parent := uint64(0)
+		for _, b := range blocks {
+			n := m[b]
+			if n == nil {
+				n = &node{parent: parent}
+				m[b] = n
+			}
+			n.last, parent = now, b
+		}
+		for len(m) > bound {
+			children := map[uint64]bool{}
+			for _, n := range m {
+				children[n.parent] = true
+			}
+			victim := uint64(0)
+			for b, n := range m {
+				if !children[b] && (victim == 0 || n.last < m[victim].last) {
+					victim = b
+				}
+			}
+			delete(m, victim)
+		}
+		want := slices.Sorted(maps.Keys(m))
+		var got []uint64
+		for b, eps := range x.blocks {
+			if _, ok := eps[id]; ok {
+				got = append(got, b)
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("prompt %d to %s %v: index holds %v, the model %v", now, id, blocks, got, want)
+		}
+		if x.size(id) != len(want) {
+			t.Fatalf("prompt %d: size %d, want %d", now, x.size(id), len(want))
+		}
 	}
 }
 
