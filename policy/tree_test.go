@@ -248,3 +248,19 @@ func TestTreesCompareRequestsUnderTheTokensSignal(t *testing.T) {
 		first.Release()
 	}
 }
+
+// BenchmarkPrefixIndexInsert inserts 32-block prompts under 8 shared
+// roots into an index bounded at 4096 blocks, past the bound (evicting)
+// after the first 128 or so.
+func BenchmarkPrefixIndexInsert(b *testing.B) {
+	x := newPrefixIndex(4096)
+	prompt := make([]uint64, 32)
+	for i := 0; b.Loop(); i++ {
+		h := uint64(i%8 + 1)
+		for j := range prompt {
+			prompt[j] = h
+			h = h*0x9e3779b97f4a7c15 + uint64(i)
+		}
+		x.insert("a", prompt)
+	}
+}
