@@ -219,3 +219,34 @@ func TestSharedViewHasNoLag(t *testing.T) {
 		t.Errorf("shared view: load %d, due %v", loads.Load("a"), ok)
 	}
 }
+
+// TestAlignedViewRefusesAForgottenEntryPushedBack: the aligned view
+// applies only what the table takes. A restarted replica at its
+// predecessor's incarnation counts once its predecessor's entry was
+// forgotten (TestForgottenFirstIncarnationDoesNotBlockItsSuccessor);
+// a peer that heard the old entry later then pushes it back, and the
+// table refuses it. The aligner held it anyway, as the newer of the two
+// (its version is higher), and applied it: the dead process's counts
+// replaced its successor's, whose publications, all older by version,
+// never applied again.
+func TestAlignedViewRefusesAForgottenEntryPushedBack(t *testing.T) {
+	v, loads := alignedView()
+	old := pub("b", 5000, t0, 7)
+	v.Receive(t0, old)
+	advance(v, t0.Add(lag))
+	at := t0.Add(61 * time.Second) // b crashed; its entry is forgotten
+	if gone := v.Table().Forget(at, time.Minute, "me"); len(gone) != 1 {
+		t.Fatalf("forgot %v", gone)
+	}
+	v.Refresh(at, nil)
+	for ver := uint64(1); ver <= 3; ver++ { // b's successor publishes
+		now := at.Add(time.Duration(ver) * time.Second)
+		v.Receive(now, pub("b", ver, now, int64(ver)))
+		v.Receive(now, old) // and a peer pushes the old entry back
+		advance(v, now.Add(lag))
+		if e, _ := v.Applied("b"); e.Version != ver || loads.Load("a") != int64(ver) {
+			t.Fatalf("after the successor's version %d: applied version %d, load %d; want %d and %d",
+				ver, e.Version, loads.Load("a"), ver, ver)
+		}
+	}
+}

@@ -38,16 +38,20 @@ func NewEntryTable() *EntryTable {
 // newer, and stamped no later (see [EntryTable.Forget]).
 func (t *EntryTable) Merge(in ...Entry) []Entry {
 	if len(t.forgotten) > 0 {
-		in = slices.DeleteFunc(slices.Clone(in), func(e Entry) bool {
-			f, ok := t.forgotten[e.Node]
-			return ok && e.Incarnation == f.e.Incarnation && Compare(e, f.e) <= 0 && e.Stamp <= f.e.Stamp
-		})
+		in = slices.DeleteFunc(slices.Clone(in), t.refuses)
 	}
 	changed := t.lww.Merge(in...)
 	for _, e := range changed {
 		t.digests[e.Node] = Digest(e.Endpoints)
 	}
 	return changed
+}
+
+// refuses reports whether Merge refuses e: an entry of a node forgotten
+// lately that is the forgotten one or an older one of its process.
+func (t *EntryTable) refuses(e Entry) bool {
+	f, ok := t.forgotten[e.Node]
+	return ok && e.Incarnation == f.e.Incarnation && Compare(e, f.e) <= 0 && e.Stamp <= f.e.Stamp
 }
 
 // Get returns the entry of node.

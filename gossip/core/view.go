@@ -91,9 +91,11 @@ func (v *View) Receive(now time.Time, in ...Entry) (changed []Entry, verdict boo
 	if v.align != nil {
 		// Every entry the table holds its node for, not only the ones
 		// that changed it: one overtaken on the wire by a newer one
-		// still applies before it.
+		// still applies before it. Not one the table refused: a
+		// forgotten entry pushed back may be newer than the entry of
+		// the process that took its name.
 		for _, e := range heard {
-			if _, ok := v.table.Get(e.Node); ok {
+			if _, ok := v.table.Get(e.Node); ok && !v.table.refuses(e) {
 				v.align.hold(e, e.Heard)
 			}
 		}
