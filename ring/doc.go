@@ -61,10 +61,12 @@
 // least P-loaded usable endpoint.
 //
 // Whether some endpoint passes P's bound depends on the weights. When the
-// loads cover the healthy set and the request excludes none of it (not a
-// retry), the least loaded endpoint holds some m <= total/n, and some
-// endpoint passes exactly when m + w is within the bound, w the request's
-// weight. For unit weights (the requests signal) that always holds, since
+// loads cover the healthy set, their Total is their sum (one view of
+// them; the overlay view's Total need not be: gossip/DESIGN.md) and the
+// request excludes none of the set (not a retry), the least loaded
+// endpoint holds some m <= total/n, and some endpoint on the walk passes
+// when m + w is within the bound, w the request's weight, and only then
+// but for the home, whose slack may let it pass above it. For unit weights (the requests signal) that always holds, since
 // c >= 1, so a sequence of picks over one view of the loads never exceeds
 // the bound (TestSequentialPicksNeverExceedTheBound). Under the tokens
 // signal it holds when m <= w (the (1+Own)·w term, Own being 1, lets an
