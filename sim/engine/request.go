@@ -9,6 +9,11 @@ type Request struct {
 	ID        uint64
 	Prompt    Prompt
 	MaxTokens int // tokens to generate (the filler never stops early)
+	// SkipPrefixCache computes the whole prompt, looking nothing up in the
+	// prefix cache (its blocks are still cached for others): vLLM's
+	// skip_reading_prefix_cache, set for requests that want prompt
+	// logprobs, which cached blocks cannot give.
+	SkipPrefixCache bool
 
 	Arrival    time.Duration // when Add was called
 	Scheduled  time.Duration // first time the scheduler admitted it

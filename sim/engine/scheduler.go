@@ -81,7 +81,10 @@ func (e *Engine) admit(budget int, now time.Duration) int {
 		r := e.waiting[0]
 		// At least one token must be computed to produce the next one, so a
 		// fully cached prompt still recomputes its last block (as in vLLM).
-		e.hits = e.kv.longestHit(r.Prompt.Blocks, (r.numTokens()-1)/bs, e.hits[:0])
+		e.hits = e.hits[:0]
+		if !r.SkipPrefixCache {
+			e.hits = e.kv.longestHit(r.Prompt.Blocks, (r.numTokens()-1)/bs, e.hits)
+		}
 		cached := len(e.hits) * bs
 		n := min(r.numTokens()-cached, budget)
 		need := e.blocksFor(cached+n) - len(e.hits)
@@ -96,7 +99,9 @@ func (e *Engine) admit(budget int, now time.Duration) int {
 			r.blocks = append(r.blocks, e.kv.take())
 		}
 		r.computed, r.committed, r.running = cached, len(e.hits), true
-		e.res.CacheQueries += r.numTokens()
+		if !r.SkipPrefixCache { // vLLM counts only the lookups it makes
+			e.res.CacheQueries += r.numTokens()
+		}
 		e.res.CacheHits += cached
 		if !r.admitted {
 			r.admitted, r.Scheduled, r.CachedTokens = true, now, cached
