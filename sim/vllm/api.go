@@ -10,8 +10,8 @@ import (
 )
 
 // apiRequest holds the fields of /v1/completions and /v1/chat/completions
-// that matter to the simulation; sampling parameters are accepted and
-// ignored.
+// that matter to the simulation; other sampling parameters are accepted
+// and ignored (the filler's text does not depend on them).
 type apiRequest struct {
 	Model               string          `json:"model"`
 	Prompt              json.RawMessage `json:"prompt"`
@@ -20,8 +20,14 @@ type apiRequest struct {
 	MaxTokens           *int            `json:"max_tokens"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	N                   *int            `json:"n"`
-	Stream              bool            `json:"stream"`
-	StreamOptions       *struct {
+	Temperature         *float64        `json:"temperature"`
+	Echo                bool            `json:"echo"`
+	// Logprobs is an integer for completions (how many alternatives) and
+	// a boolean for chat, which counts them in TopLogprobs.
+	Logprobs      json.RawMessage `json:"logprobs"`
+	TopLogprobs   *int            `json:"top_logprobs"`
+	Stream        bool            `json:"stream"`
+	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 }
@@ -31,13 +37,29 @@ type chatMessage struct {
 	Content json.RawMessage `json:"content"`
 }
 
+// vLLM's limits: --max-logprobs' default, and VLLM_MAX_N_SEQUENCES'.
+const (
+	maxLogprobs = 20
+	maxN        = 16384
+)
+
 // parsed is a validated request.
 type parsed struct {
 	chat         bool
 	stream       bool
 	includeUsage bool
 	tokens       []uint32
-	maxTokens    int
+	maxTokens    int // the engine's; 1 for an echo with max_tokens 0
+	n            int // choices: engine requests sharing the prompt
+	// echo is the text put before each choice's output: a completion's
+	// prompt, or a chat's trailing assistant message.
+	echo string
+	// pieces are the echoed prompt's tokens as text, for its logprobs.
+	pieces []string
+	// hideOutput: echo with max_tokens 0 returns the prompt alone.
+	hideOutput bool
+	// logprobs is how many alternatives to list per token; -1: no logprobs.
+	logprobs int
 }
 
 func (s *Server) parse(body []byte, chat bool) (*parsed, *apiError) {
@@ -49,10 +71,10 @@ func (s *Server) parse(body []byte, chat bool) (*parsed, *apiError) {
 	if req.Model != "" && req.Model != s.cfg.Model {
 		return nil, notFound(fmt.Sprintf("The model `%s` does not exist.", req.Model))
 	}
-	if req.N != nil && *req.N != 1 {
-		return nil, badRequest("n other than 1 is not supported by the simulator")
+	p := &parsed{chat: chat, stream: req.Stream, n: 1, logprobs: -1}
+	if err := p.sampling(&req); err != nil {
+		return nil, err
 	}
-	p := &parsed{chat: chat, stream: req.Stream}
 	p.includeUsage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	if req.StreamOptions != nil && !req.Stream {
 		return nil, badRequest("Stream options can only be defined when `stream=True`.")
@@ -60,8 +82,18 @@ func (s *Server) parse(body []byte, chat bool) (*parsed, *apiError) {
 	var err *apiError
 	if chat {
 		p.tokens, err = chatTokens(req.Messages, req.Tools)
+		if err == nil && req.Echo {
+			p.echo = chatEcho(req.Messages)
+		}
 	} else {
-		p.tokens, err = promptTokens(req.Prompt)
+		var pieces []string
+		p.tokens, pieces, err = promptTokens(req.Prompt)
+		if req.Echo {
+			p.echo = strings.Join(pieces, "")
+			if p.logprobs >= 0 {
+				p.pieces = pieces
+			}
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -87,6 +119,12 @@ func (s *Server) parse(body []byte, chat bool) (*parsed, *apiError) {
 		p.maxTokens = min(s.cfg.DefaultMaxTokens, limit-len(p.tokens))
 		return p, nil
 	}
+	if *max == 0 && req.Echo && !chat {
+		// vLLM generates one token and shows only the prompt
+		// (CompletionRequest.to_sampling_params).
+		p.maxTokens, p.hideOutput = 1, true
+		return p, nil
+	}
 	if *max < 1 {
 		return nil, badRequest(fmt.Sprintf("max_tokens must be at least 1, got %d.", *max))
 	}
@@ -101,27 +139,36 @@ func (s *Server) parse(body []byte, chat bool) (*parsed, *apiError) {
 }
 
 // promptTokens accepts a string, a list of token ids, or a one-element list
-// of either; vLLM also takes batches, which the simulator does not.
-func promptTokens(raw json.RawMessage) ([]uint32, *apiError) {
+// of either; vLLM also takes batches, which the simulator does not. pieces
+// are the tokens' text: the stand-in tokenizer's chunks of a string, and
+// for token ids, which it cannot decode, vLLM's placeholder "token_id:N".
+func promptTokens(raw json.RawMessage) (tokens []uint32, pieces []string, err *apiError) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, badRequest("prompt is required")
+		return nil, nil, badRequest("prompt is required")
 	}
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
 		if text == "" {
-			return nil, badRequest("Prompt cannot be empty")
+			return nil, nil, badRequest("Prompt cannot be empty")
 		}
-		return engine.Tokenize(text), nil
+		for i := 0; i < len(text); i += engine.CharsPerToken {
+			pieces = append(pieces, text[i:min(i+engine.CharsPerToken, len(text))])
+		}
+		return engine.Tokenize(text), pieces, nil
 	}
 	var ids []int64
 	if json.Unmarshal(raw, &ids) == nil {
-		return tokenIDs(ids)
+		tokens, err = tokenIDs(ids)
+		for _, id := range tokens {
+			pieces = append(pieces, fmt.Sprintf("token_id:%d", id))
+		}
+		return tokens, pieces, err
 	}
 	var list []json.RawMessage
 	if json.Unmarshal(raw, &list) == nil && len(list) == 1 {
 		return promptTokens(list[0])
 	}
-	return nil, badRequest("prompt must be a string, a list of token ids, or a one-element list of either")
+	return nil, nil, badRequest("prompt must be a string, a list of token ids, or a one-element list of either")
 }
 
 func tokenIDs(ids []int64) ([]uint32, *apiError) {
@@ -203,4 +250,78 @@ func contentText(raw json.RawMessage) (string, *apiError) {
 		b.WriteString(p.Text)
 	}
 	return b.String(), nil
+}
+
+// sampling checks n and logprobs as vLLM does (protocol.py's
+// check_logprobs, SamplingParams._verify_args and _validate_logprobs).
+func (p *parsed) sampling(req *apiRequest) *apiError {
+	if req.N != nil {
+		p.n = *req.N
+	}
+	switch {
+	case p.n < 1:
+		return badRequest(fmt.Sprintf("n must be at least 1, got %d.", p.n))
+	case p.n > maxN:
+		return badRequest(fmt.Sprintf("n must be at most %d, got %d. To increase this limit, set the VLLM_MAX_N_SEQUENCES environment variable.", maxN, p.n))
+	case p.n > 1 && req.Temperature != nil && *req.Temperature < 1e-5:
+		return badRequest(fmt.Sprintf("n must be 1 when using greedy sampling, got %d.", p.n))
+	}
+	// k is how many alternatives to list per token (-1: no logprobs); -1
+	// in the request asks for the whole vocabulary.
+	k := -1
+	all := func(v int) int {
+		if v == -1 {
+			return engine.VocabSize
+		}
+		return v
+	}
+	if p.chat {
+		var on bool
+		if len(req.Logprobs) > 0 && json.Unmarshal(req.Logprobs, &on) != nil {
+			return param(badRequest("`logprobs` must be a boolean."), "logprobs")
+		}
+		top := 0
+		if req.TopLogprobs != nil {
+			top = *req.TopLogprobs
+		}
+		switch {
+		case top < -1:
+			return param(badRequest("`top_logprobs` must be a positive value or -1."), "top_logprobs")
+		case top != 0 && !on:
+			return param(badRequest("when using `top_logprobs`, `logprobs` must be set to true."), "top_logprobs")
+		case on:
+			k = all(top)
+		}
+	} else if len(req.Logprobs) > 0 && string(req.Logprobs) != "null" {
+		var v int
+		if json.Unmarshal(req.Logprobs, &v) != nil {
+			return param(badRequest("`logprobs` must be an integer."), "logprobs")
+		}
+		if v < -1 {
+			return param(badRequest("`logprobs` must be a positive value or -1."), "logprobs")
+		}
+		k = all(v)
+	}
+	if k > maxLogprobs {
+		return param(badRequest(fmt.Sprintf("Requested sample logprobs of %d, which is greater than max allowed: %d", k, maxLogprobs)), "logprobs")
+	}
+	p.logprobs = k
+	return nil
+}
+
+// chatEcho is what a chat's echo repeats: the last message, if it is the
+// assistant's, whose turn the response continues (vLLM compares it with
+// the response's role).
+func chatEcho(msgs []chatMessage) string {
+	last := msgs[len(msgs)-1]
+	if last.Role != "assistant" {
+		return ""
+	}
+	text, _ := contentText(last.Content)
+	return text
+}
+
+func param(e *apiError, name string) *apiError {
+	e.Param = name
+	return e
 }

@@ -3,8 +3,10 @@ package vllm
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -85,7 +87,6 @@ func TestBadRequestsGetVLLMErrors(t *testing.T) {
 			{"/v1/completions", `{}`, 400, "BadRequestError"},
 			{"/v1/completions", `{"prompt":[1,2,999999]}`, 400, "BadRequestError"},
 			{"/v1/completions", `{"prompt":["a","b"]}`, 400, "BadRequestError"},
-			{"/v1/completions", `{"prompt":"hi","n":2}`, 400, "BadRequestError"},
 			{"/v1/completions", `{"prompt":"hi","max_tokens":0}`, 400, "BadRequestError"},
 			{"/v1/completions", `{"prompt":"hi","max_tokens":131072}`, 400, "BadRequestError"},
 			{"/v1/completions", `{"prompt":"hi","stream_options":{"include_usage":true}}`, 400, "BadRequestError"},
@@ -187,6 +188,7 @@ func TestFaultKnobs(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/completions", strings.NewReader(`{"prompt":"hi"}`))
+		req.Header.Set("Content-Type", "application/json")
 		rec = httptest.NewRecorder()
 		t0 = time.Now()
 		s.Handler().ServeHTTP(rec, req)
@@ -256,7 +258,7 @@ func TestContextLengthErrors(t *testing.T) {
 // TestResponseIDFromRequestIDHeader: vLLM names a response "cmpl-" or
 // "chatcmpl-" + the client's X-Request-Id (OpenAIServing._base_request_id),
 // so a client can match the id in the body with the one it sent; without
-// the header the simulator numbers its own.
+// the header the id is the one the server generates for X-Request-Id.
 func TestResponseIDFromRequestIDHeader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, _ := start(t, DefaultConfig())
@@ -275,8 +277,88 @@ func TestResponseIDFromRequestIDHeader(t *testing.T) {
 			}
 		}
 		rec = do(s, http.MethodPost, "/v1/completions", `{"prompt":"hi","max_tokens":1}`)
-		if id := decode[completionResponse](t, rec.Body).ID; id != "cmpl-0000000000000003" {
-			t.Errorf("completion id without the header %q, want cmpl-0000000000000003", id)
+		if id, h := decode[completionResponse](t, rec.Body).ID, rec.Header().Get("X-Request-Id"); h == "" || id != "cmpl-"+h {
+			t.Errorf("completion id without the header %q, want cmpl- and the generated X-Request-Id %q", id, h)
 		}
 	})
+}
+
+// TestBodyMustBeDeclaredJSON: vLLM's generation routes depend on
+// validate_json_request, which refuses a body whose Content-Type is not
+// application/json (missing included) with a FastAPI validation error
+// before reading it; parameters after a ';' are fine, case is ignored.
+func TestBodyMustBeDeclaredJSON(t *testing.T) {
+	s, _ := start(t, DefaultConfig())
+	url := serve(t, s)
+	post := func(path, ct string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, url+path, strings.NewReader(`{"prompt":"hi","messages":[{"role":"user","content":"hi"}],"max_tokens":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	const refusal = `{"error":{"message":"1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed","type":"Bad Request","param":null,"code":400}}`
+	for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
+		for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "application/jsonl"} {
+			if code, body := post(path, ct); code != http.StatusBadRequest || strings.TrimSpace(body) != refusal {
+				t.Errorf("%s with Content-Type %q: %d %s", path, ct, code, body)
+			}
+		}
+		for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON"} {
+			if code, body := post(path, ct); code != http.StatusOK {
+				t.Errorf("%s with Content-Type %q: %d %s", path, ct, code, body)
+			}
+		}
+	}
+}
+
+// TestRequestIDGenerated: like vLLM with --enable-request-id-headers, every
+// response carries an X-Request-Id: the client's, else a fresh one shaped
+// as vLLM's (uuid4().hex), here drawn from the server's seed. A
+// generation names its response by it.
+func TestRequestIDGenerated(t *testing.T) {
+	uuid4hex := regexp.MustCompile(`^[0-9a-f]{12}4[0-9a-f]{3}[89ab][0-9a-f]{15}$`)
+	first := func() string {
+		s, _ := start(t, DefaultConfig())
+		url := serve(t, s)
+		resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hi","max_tokens":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		id := resp.Header.Get("X-Request-Id")
+		if !uuid4hex.MatchString(id) {
+			t.Fatalf("X-Request-Id %q is not a uuid4 hex", id)
+		}
+		if got := decode[completionResponse](t, resp.Body).ID; got != "cmpl-"+id {
+			t.Fatalf("response id %q, want cmpl-%s", got, id)
+		}
+		seen := map[string]bool{id: true}
+		for _, path := range []string{"/health", "/v1/models", "/v1/nope"} {
+			resp, err := http.Get(url + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			other := resp.Header.Get("X-Request-Id")
+			if !uuid4hex.MatchString(other) || seen[other] {
+				t.Fatalf("%s: X-Request-Id %q (seen %v)", path, other, seen)
+			}
+			seen[other] = true
+		}
+		return id
+	}
+	if a, b := first(), first(); a != b {
+		t.Fatalf("two servers with one seed drew %s and %s", a, b)
+	}
 }

@@ -7,11 +7,34 @@
 //     streaming (SSE "data:" chunks, "[DONE]", stream_options.include_usage),
 //     with usage.prompt_tokens_details.cached_tokens; a chat's messages
 //     and tools are rendered with a Llama-3-like template
-//     (engine.RenderChat) and prefilled as one prompt;
+//     (engine.RenderChat) and prefilled as one prompt. A body must be
+//     declared application/json, or vLLM's 400 refuses it;
+//   - n: n engine requests, as vLLM v1 runs n child requests, the later
+//     ones finding the first one's prompt blocks in the prefix cache;
+//     choices 0..n-1, streamed one choice per chunk. Every choice's text
+//     is the same filler (nothing is sampled), and usage's cached_tokens
+//     is one child's, as vLLM's is. n > 1 with temperature 0 is refused,
+//     as in vLLM;
+//   - echo: a completion's prompt text before its output (max_tokens 0:
+//     the prompt alone, one token still generated), a chat's trailing
+//     assistant message before its reply. A prompt of token ids, which the
+//     stand-in tokenizer cannot decode, echoes as vLLM's "token_id:N"
+//     placeholders;
+//   - logprobs (completions: an integer; chat: logprobs true with
+//     top_logprobs), in vLLM's shapes, up to --max-logprobs' default of
+//     20. The values are simulated: each token is its position's most
+//     likely, with a logprob from a fixed cycle, and its alternatives are
+//     other words, each 2 lower. With echo the prompt is scored too, and,
+//     as vLLM skips the prefix cache for prompt logprobs, computed whole;
 //   - GET /v1/models, GET /health;
 //   - GET /metrics with vLLM's own metric names, types and labels;
 //   - GET/PUT /admin/faults: added latency, error rate, hangs and abrupt
 //     closes mid-stream, for chaos tests.
+//
+// Every response carries an X-Request-Id, as with vLLM's
+// --enable-request-id-headers: the client's, else a fresh uuid4-shaped one
+// drawn from Config.Seed; a generation's response id ("cmpl-"/"chatcmpl-"
+// and that id) uses it too, where vLLM would draw a second one.
 //
 // Errors have vLLM's shape ({"error": {"message", "type", "param", "code"}},
 // since vLLM 0.10.2, github.com/vllm-project/vllm/pull/22099) and status.

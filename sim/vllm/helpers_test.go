@@ -28,17 +28,18 @@ func start(t testing.TB, cfg Config) (*Server, *prometheus.Registry) {
 	return s, reg
 }
 
-// do sends one request through the handler and returns the recorder.
+// do sends one request through the handler and returns the recorder. A
+// body goes as JSON, as vLLM requires of /v1 bodies.
 func do(s *Server, method, path, body string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	rec := httptest.NewRecorder()
-	s.Handler().ServeHTTP(rec, req)
-	return rec
+	return doH(s, method, path, body, nil)
 }
 
 // doH is do with request headers.
 func doH(s *Server, method, path, body string, hdr map[string]string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}

@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -31,6 +32,9 @@ type Server struct {
 	faults  Faults
 	dice    *rand.Rand
 	lag     LagStats
+
+	idMu sync.Mutex // guards ids, apart from the engine's lock
+	ids  *rand.Rand
 }
 
 // stream is one request as its handler sees it. The engine goroutine
@@ -85,6 +89,7 @@ func New(cfg Config, reg prometheus.Registerer, gather prometheus.Gatherer) (*Se
 		streams: map[uint64]*stream{},
 		faults:  cfg.Faults,
 		dice:    rand.New(rand.NewPCG(cfg.Seed, 0x7072656669787269)),
+		ids:     rand.New(rand.NewPCG(cfg.Seed, 0x782d726571756573)),
 	}, nil
 }
 
@@ -164,36 +169,47 @@ func (s *Server) Lag() LagStats {
 	return s.lag
 }
 
-// submit queues a request on the engine.
-func (s *Server) submit(tokens []uint32, maxTokens int) (*stream, error) {
-	st := &stream{notify: make(chan struct{}, 1)}
-	st.req.Prompt = engine.PromptOf(s.cfg.Engine.BlockSize, tokens)
-	st.req.MaxTokens = maxTokens
+// submit queues n engine requests for one prompt, as vLLM v1 queues a
+// request with n > 1 as n child requests: they arrive together, and each
+// after the first finds the prompt's blocks that the first's prefill
+// registered in the prefix cache. Their streams share one notify channel,
+// so a handler waits on all its choices at once.
+func (s *Server) submit(tokens []uint32, maxTokens, n int, skipCache bool) ([]*stream, error) {
+	notify := make(chan struct{}, 1)
+	prompt := engine.PromptOf(s.cfg.Engine.BlockSize, tokens)
+	sts := make([]*stream, n)
 	s.mu.Lock()
-	s.nextID++
-	st.req.ID = s.nextID
-	err := s.eng.Add(&st.req, s.now())
-	if err == nil {
+	now := s.now()
+	for i := range sts {
+		st := &stream{notify: notify}
+		st.req.Prompt, st.req.MaxTokens, st.req.SkipPrefixCache = prompt, maxTokens, skipCache
+		s.nextID++
+		st.req.ID = s.nextID
+		if err := s.eng.Add(&st.req, now); err != nil {
+			// Children are alike: the first fails, or none does.
+			s.mu.Unlock()
+			return nil, err
+		}
 		s.streams[st.req.ID] = st
-		s.m.gauges(s.eng)
+		sts[i] = st
 	}
+	s.m.gauges(s.eng)
 	s.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
 	s.poke()
-	return st, nil
+	return sts, nil
 }
 
-// abort withdraws a request whose client went away.
-func (s *Server) abort(st *stream) {
+// abort withdraws the requests of a client that went away.
+func (s *Server) abort(sts []*stream) {
 	s.mu.Lock()
-	if !st.done.Load() {
-		s.eng.Abort(&st.req)
-		delete(s.streams, st.req.ID)
+	for _, st := range sts {
+		if !st.done.Load() {
+			s.eng.Abort(&st.req)
+			delete(s.streams, st.req.ID)
+		}
 	}
 	s.mu.Unlock()
-	s.poke() // an idle engine drops the request at its next Begin
+	s.poke() // an idle engine drops the requests at its next Begin
 }
 
 func (s *Server) poke() {
@@ -243,5 +259,32 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound("Not Found"))
 	})
-	return mux
+	return s.withRequestID(mux)
+}
+
+// withRequestID answers every request with an X-Request-Id, as vLLM does
+// with --enable-request-id-headers: the client's, so it can tell its
+// answer is its own, else a fresh one. serveGenerate names its response
+// by the same id.
+func (s *Server) withRequestID(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if id == "" {
+			id = s.newRequestID()
+		}
+		w.Header().Set("X-Request-Id", id)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// newRequestID draws an id shaped like vLLM's (uuid.uuid4().hex: 32 hex
+// digits, version 4, RFC 4122 variant) from the server's seed, so that a
+// replayed run names its requests alike.
+func (s *Server) newRequestID() string {
+	s.idMu.Lock()
+	hi, lo := s.ids.Uint64(), s.ids.Uint64()
+	s.idMu.Unlock()
+	hi = hi&^(0xf<<12) | 0x4<<12
+	lo = lo&^(0x3<<62) | 0x2<<62
+	return fmt.Sprintf("%016x%016x", hi, lo)
 }

@@ -77,3 +77,31 @@ type modelCard struct {
 	Parent      any    `json:"parent"`
 	MaxModelLen int    `json:"max_model_len"`
 }
+
+// completionLogprobs is a completion choice's logprobs (CompletionLogProbs):
+// per token its offset in the choice's text, logprob and top alternatives;
+// an echoed prompt's first token has neither (null).
+type completionLogprobs struct {
+	TextOffset    []int                `json:"text_offset"`
+	TokenLogprobs []*float64           `json:"token_logprobs"`
+	Tokens        []string             `json:"tokens"`
+	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+}
+
+// chatLogprobs is a chat choice's logprobs (ChatCompletionLogProbs).
+type chatLogprobs struct {
+	Content []chatTokenLogprob `json:"content"`
+}
+
+type chatTokenLogprob struct {
+	Token       string           `json:"token"`
+	Logprob     float64          `json:"logprob"`
+	Bytes       []int            `json:"bytes"`
+	TopLogprobs []chatTopLogprob `json:"top_logprobs"`
+}
+
+type chatTopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}

@@ -48,7 +48,9 @@ func TestWorkloadSessionsAgainstTheServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			rec := httptest.NewRecorder()
-			s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, api.Path(), bytes.NewReader(body)))
+			req := httptest.NewRequest(http.MethodPost, api.Path(), bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			s.Handler().ServeHTTP(rec, req)
 			checkStatus(t, rec, http.StatusOK)
 			var resp struct {
 				Choices []struct {
