@@ -280,9 +280,10 @@ func (s *Set) recovered(id string) {
 	wasSilent := c.silent(s.cfg.FailureThreshold)
 	c.mute = 0
 	if !c.ejected || now.Before(c.until) || s.drainingLocked(id) {
-		if !c.ejected {
-			c.pfails = 0 // a passing probe says nothing of the requests
-		}
+		// A passing probe ends a run of failed ones, ejected or not (one
+		// out for its requests is out for its probes only after
+		// FailureThreshold in a row); it says nothing of the requests.
+		c.pfails = 0
 		if wasSilent {
 			s.rebuildLocked() // it answers again: tries there may wait
 			return

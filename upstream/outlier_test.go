@@ -204,3 +204,32 @@ func (h *countingHandler) count(msg string) int {
 	defer h.mu.Unlock()
 	return h.n[msg]
 }
+
+// TestFlakyProbesKeepARequestEjectionInTheCap: an endpoint out for its
+// failed requests whose probes fail now and then, never FailureThreshold in
+// a row, is not out for its probes: it still holds the ejection cap's slot,
+// so a second endpoint failing its requests stays in. A passing probe
+// breaks the run of failed ones, as it does for an endpoint not ejected.
+func TestFlakyProbesKeepARequestEjectionInTheCap(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	fn := newFakeNet()
+	cfg := fastHealth()
+	cfg.MaxEjectionPercent, cfg.PanicThreshold = 20, 50
+	s := newTestSet(t, cfg, fn, func(o *Options) { o.Now = func() time.Time { return now } })
+	_ = s.SetSource("static", []string{"http://a:1", "http://b:1", "http://c:1", "http://d:1", "http://e:1"})
+
+	for range 3 { // a fails its requests: it takes the cap's one slot
+		s.ObserveFailure("http://a:1", errors.New("connection refused"))
+	}
+	for i := range 2*cfg.FailureThreshold - 1 { // its probes fail every other time
+		fn.set("a:1", i%2 == 0)
+		now = now.Add(cfg.Interval)
+		s.ProbeAll(context.Background())
+	}
+	for req := uint64(1); req <= 10; req++ {
+		s.ObserveServerError("http://b:1", req, 500)
+	}
+	if got := ejectedIDs(s); !slices.Equal(got, []string{"http://a:1"}) {
+		t.Fatalf("ejected %v, want only a: its probes never failed %d in a row, so it still holds the cap's slot", got, cfg.FailureThreshold)
+	}
+}
