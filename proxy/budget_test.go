@@ -118,3 +118,24 @@ func TestSmallestBudgetAdmitsAMaxSizeBody(t *testing.T) {
 		}
 	}
 }
+
+// TestBodyBudgetMinimumIsOneAndAHalfToThreeBodies pins what serve's help
+// and docs/operating.md say of the smallest budget Validate takes: for a
+// --max-body-bytes of 64 KiB or more it is 1.5 to 3 times it (3 times
+// where the limit is a buffer class exactly, as 32 MiB is not: buffers
+// past 4 MiB are sized exactly), so 2 times is not a floor: a 100 MiB
+// limit needs 1.64 times.
+func TestBodyBudgetMinimumIsOneAndAHalfToThreeBodies(t *testing.T) {
+	for _, limit := range []int64{64 << 10, 100_000, 1 << 20, 3 << 20, 32<<20 - 1, 32 << 20, 100 << 20, 1 << 30} {
+		peak := peakBodyBytes(limit)
+		if r := float64(peak) / float64(limit); r < 1.5 || r > 3 {
+			t.Errorf("limit %d: minimum budget %d is %.3g times it, outside 1.5 to 3", limit, peak, r)
+		}
+	}
+	if peak := peakBodyBytes(100 << 20); peak >= 2*(100<<20) {
+		t.Errorf("limit 100 MiB: minimum budget %d, want under twice the limit", peak)
+	}
+	if peak := peakBodyBytes(64<<10 - 1); peak != 64<<10 {
+		t.Errorf("limit 64 KiB - 1: minimum budget %d, want 64 KiB (one first buffer)", peak)
+	}
+}
