@@ -218,9 +218,12 @@ func (s *Set) probeFailedLocked(id string, c *check, err error) {
 }
 
 // ejectForRequestsLocked ejects endpoint id once its failed requests reach
-// the threshold, unless the ejection cap is reached. It unlocks s.mu.
+// the threshold, unless the ejection cap is reached. A departed endpoint
+// finishing its tries is not ejected: it takes no request anyway, and its
+// ejection (or capped one) would export its series again after the router
+// forgot them. It unlocks s.mu.
 func (s *Set) ejectForRequestsLocked(id string, c *check, err error) {
-	if c.requestFails() < s.cfg.FailureThreshold {
+	if c.requestFails() < s.cfg.FailureThreshold || s.drainingLocked(id) {
 		s.mu.Unlock()
 		return
 	}

@@ -2,8 +2,11 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestDepartedEndpointFinishesItsTries: an endpoint that leaves the set
@@ -82,4 +85,60 @@ func TestReturningEndpointStartsAfresh(t *testing.T) {
 			t.Fatal("a is routed healthy again, but a try there is abandoned at once")
 		}
 	})
+}
+
+// TestDepartedEndpointStaysForgottenInTheMetrics: an endpoint that left
+// the set (its series forgotten, as the router does on every departure)
+// while its last tries finish there is not ejected when they fail: it
+// takes no request anyway, and its ejection or a capped one would bring
+// its series back for good, one for each pod a churning fleet deletes
+// while it serves.
+func TestDepartedEndpointStaysForgottenInTheMetrics(t *testing.T) {
+	for _, capped := range []bool{false, true} {
+		reg := prometheus.NewRegistry()
+		met := NewMetrics(reg)
+		cfg := fastHealth()
+		cfg.MaxEjectionPercent = 20 // one of the three
+		s := newTestSet(t, cfg, newFakeNet(), func(o *Options) { o.Metrics = met })
+		_ = s.SetSource("static", []string{"http://a:1", "http://b:1", "http://c:1"})
+		if capped { // b takes the cap's one slot
+			for range cfg.FailureThreshold {
+				s.ObserveFailure("http://b:1", errors.New("connection refused"))
+			}
+		}
+		_, release := s.Hold("http://a:1")
+		_ = s.SetSource("static", []string{"http://b:1", "http://c:1"}) // a leaves
+		met.ForgetEndpoint("http://a:1")
+		for req := range uint64(cfg.FailureThreshold) { // its last tries fail
+			s.ObserveFailure("http://a:1", errors.New("connection reset"))
+			s.ObserveServerError("http://a:1", req, 502)
+		}
+		release()
+		if got := seriesOf(t, reg, "http://a:1"); len(got) > 0 {
+			t.Errorf("capped %v: the departed endpoint's failed tries brought back %v", capped, got)
+		}
+		if capped && len(seriesOf(t, reg, "http://b:1")) == 0 {
+			t.Fatal("b was not ejected")
+		}
+	}
+}
+
+// seriesOf names the metrics of reg that have a series of endpoint.
+func seriesOf(t *testing.T, reg *prometheus.Registry, endpoint string) []string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "endpoint" && l.GetValue() == endpoint {
+					out = append(out, mf.GetName())
+				}
+			}
+		}
+	}
+	return out
 }
