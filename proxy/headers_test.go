@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -31,5 +32,33 @@ func TestClientHeadersReachTheUpstream(t *testing.T) {
 	}
 	if h.Get("X-Session-ID") != "" || h.Get("Expect") != "" {
 		t.Fatalf("router's own headers forwarded: %v", h)
+	}
+}
+
+// TestForwardingHeadersAreTheRouters: the forwarding headers are the one
+// exception to TestClientHeadersReachTheUpstream. ReverseProxy's Rewrite
+// drops the client's X-Forwarded-For, -Host, -Proto and Forwarded, and
+// SetXForwarded writes the router's own view (the address the client
+// connected from), so a client cannot tell an engine it is someone else;
+// X-Real-IP and Via, which the router does not write, pass unchanged.
+func TestForwardingHeadersAreTheRouters(t *testing.T) {
+	f := newFixture(t, 1)
+	got := make(chan http.Header, 1)
+	f.ups[0].setHandler(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		got <- r.Header.Clone()
+		io.WriteString(w, `{}`)
+	})
+	resp := f.post(t, "/v1/chat/completions", chatBody("s", "u"),
+		"X-Forwarded-For", "203.0.113.9", "X-Forwarded-Host", "spoofed.example", "X-Forwarded-Proto", "https",
+		"Forwarded", "for=203.0.113.9", "X-Real-IP", "203.0.113.10", "Via", "1.1 lb")
+	readAll(t, resp.Body)
+	h := <-got
+	if h.Get("X-Forwarded-For") != "127.0.0.1" || h.Get("X-Forwarded-Proto") != "http" ||
+		h.Get("X-Forwarded-Host") != strings.TrimPrefix(f.srv.URL, "http://") || h.Get("Forwarded") != "" {
+		t.Fatalf("forwarding headers the upstream saw: %v", h)
+	}
+	if h.Get("X-Real-IP") != "203.0.113.10" || h.Get("Via") != "1.1 lb" {
+		t.Fatalf("client headers the router does not write were changed: %v", h)
 	}
 }
