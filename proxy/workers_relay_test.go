@@ -224,8 +224,8 @@ func nginxDefaultCall(t *testing.T, base, body string) (int, string) {
 // the router's host that rewrites Host to the listener's address and
 // names nobody (nginx's proxy_pass with its defaults) is told apart by
 // the other thing its defaults send: HTTP/1.0. Every relay header of the
-// X-Forwarded- family, and ingress-nginx's X-Original-Forwarded-For, is
-// refused as well, whichever listener.
+// X-Forwarded- family, ingress-nginx's X-Original-Forwarded-For, Via and
+// the CDNs' client-IP headers are refused as well, whichever listener.
 func TestWorkersAPIAdminRefusesDefaultRelays(t *testing.T) {
 	reg := workers.NewSet("r0", nil, 0)
 	admin := httptest.NewServer(Admin(Ops{Workers: &WorkersAPI{Registry: reg}}))
@@ -235,7 +235,10 @@ func TestWorkersAPIAdminRefusesDefaultRelays(t *testing.T) {
 	if code, body := nginxDefaultCall(t, admin.URL, post); code != http.StatusForbidden || !strings.Contains(body, "admin_token_required") {
 		t.Errorf("nginx's default relay to the admin listener: %d %s, want 403", code, body)
 	}
-	for _, h := range []string{"X-Forwarded-Server", "X-Forwarded-Port", "X-Forwarded-Prefix", "X-Forwarded-Uri", "X-Original-Forwarded-For"} {
+	for _, h := range []string{"X-Forwarded-Server", "X-Forwarded-Port", "X-Forwarded-Prefix", "X-Forwarded-Uri", "X-Original-Forwarded-For",
+		// Via, which RFC 9110 has every proxy add, and the CDNs' client-IP
+		// headers: docs/security.md names them as refused.
+		"Via", "True-Client-IP", "CF-Connecting-IP", "Fastly-Client-IP", "X-Client-IP", "X-Cluster-Client-IP", "X-Envoy-External-Address"} {
 		code, _ := dstackCall(t, admin.URL, "POST", "/workers", post, func(r *http.Request) {
 			r.Host = "localhost"
 			r.Header.Set(h, "203.0.113.9")
@@ -250,5 +253,9 @@ func TestWorkersAPIAdminRefusesDefaultRelays(t *testing.T) {
 	// A local operator's call (HTTP/1.1, Host localhost) still registers.
 	if code, body := dstackCall(t, admin.URL, "POST", "/workers", post, func(r *http.Request) { r.Host = "localhost" }); code != http.StatusAccepted {
 		t.Fatalf("a direct local call: %d %v, want 202", code, body)
+	}
+	// So does dstack's call, Host dstack, on the admin listener too.
+	if code, body := dstackCall(t, admin.URL, "GET", "/workers", "", nil); code != http.StatusOK {
+		t.Fatalf("dstack's GET on the admin listener: %d %v, want 200", code, body)
 	}
 }
