@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/base64"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -148,5 +151,140 @@ func TestServeCompletionHistoryFlag(t *testing.T) {
 	}
 	if _, _, err := runServeFlags(t, "--completion-history=-1"); err == nil || !strings.Contains(err.Error(), "completion history") {
 		t.Errorf("--completion-history=-1: %v", err)
+	}
+}
+
+// serve without flags runs the defaults that docs/security.md and
+// docs/operating.md state, each the limit or timeout an operator relies on
+// without setting it; a changed default must change those pages too.
+func TestServeDefaultsAreTheDocumented(t *testing.T) {
+	cfg, _, err := runServeFlags(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, h := cfg.Proxy, cfg.Health
+	for _, c := range []struct {
+		flag      string
+		got, want any
+	}{
+		{"--listen", cfg.Listen, ":8080"},
+		{"--admin-listen", cfg.AdminListen, ":9090"},
+		{"--pprof", cfg.Pprof, false},
+		{"--workers-api", cfg.Workers.Mode, "admin"},
+		{"--admin-token", cfg.Workers.Token, ""},
+		{"--max-workers", cfg.Workers.Policy.MaxWorkers, 256},
+		{"--workers-allow-link-local", cfg.Workers.Policy.AllowLinkLocal, false},
+		{"--workers-allow-cidr", len(cfg.Workers.Policy.AllowCIDRs), 0},
+		{"--gossip-bind", cfg.Gossip == nil, true},
+		{"--max-body-bytes", p.MaxBodyBytes, int64(32 << 20)},
+		{"--client-body-timeout", p.ClientBodyTimeout, 30 * time.Second},
+		{"--client-body-deadline", p.ClientBodyDeadline, time.Minute},
+		{"--max-buffered-body-bytes", p.MaxBufferedBodyBytes, int64(1 << 30)},
+		{"--client-write-timeout", p.ClientWriteTimeout, time.Minute},
+		{"--stream-idle-timeout", p.StreamIdleTimeout, 5 * time.Minute},
+		{"--upstream-timeout", p.UpstreamTimeout, 10 * time.Minute},
+		{"--max-retries", p.MaxRetries, 2},
+		{"--retry-timeout", p.RetryTimeout, 10 * time.Second},
+		{"--session-header", p.SessionHeader, "X-Session-ID"},
+		{"--routing-headers", p.RoutingHeaders, true},
+		{"--routing-headers-address", p.EndpointAddress, false},
+		{"--client-idle-timeout", cfg.Server.IdleTimeout, 75 * time.Second},
+		{"--max-connections", cfg.Server.MaxConnections, 8192},
+		{"--health-path", h.Path, "/health"},
+		{"--failure-threshold", h.FailureThreshold, 3},
+		{"--ejection-time", h.BaseEjection, 30 * time.Second},
+		{"--max-ejection-time", h.MaxEjection, 5 * time.Minute},
+		{"--max-ejection-percent", h.MaxEjectionPercent, 20},
+		{"--panic-threshold", h.PanicThreshold, 50},
+		{"--served-window", h.ServedWindow, 10 * time.Second},
+		{"--dns-interval", cfg.Sources.DNSInterval, 10 * time.Second},
+		{"--endpoints-file-interval", cfg.Sources.FileInterval, 5 * time.Second},
+		{"--drain-delay", cfg.DrainDelay, 5 * time.Second},
+		{"--drain-timeout", cfg.DrainTimeout, 20 * time.Second},
+		{"--load-factor", cfg.Ring.LoadFactor, 1.25},
+		{"--min-bound", cfg.Ring.MinBound, int64(16384)},
+		{"--kv-capacity-factor", cfg.Ring.KVCapacityFactor, 0.85},
+		{"--kv-load-factor", cfg.Ring.KVLoadFactor, 1.1},
+		{"--kv-scrape", cfg.KV.Scrape, true},
+		{"--kv-scrape-interval", cfg.KV.Interval, 30 * time.Second},
+		{"--kv-metrics-path", cfg.KV.MetricsPath, "/metrics"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s defaults to %v, the docs say %v", c.flag, c.got, c.want)
+		}
+	}
+	// Gossip's, once it is on.
+	cfg, _, err = runServeFlags(t, "--gossip-bind=127.0.0.1:0", "--gossip-insecure")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := cfg.Gossip
+	for _, c := range []struct {
+		flag      string
+		got, want any
+	}{
+		{"--gossip-interval", g.Interval, 10 * time.Millisecond},
+		{"--gossip-publish-rate", g.PublishRate, 1000.0},
+		{"--gossip-push-pull", g.PushPull, 5 * time.Second},
+		{"--gossip-rejoin-interval", g.RejoinInterval, 10 * time.Second},
+		{"--gossip-stale-after", g.StaleAfter, 5 * time.Second},
+		{"--gossip-view", g.View, core.ViewOverlay},
+		{"--gossip-apply-lag", g.ApplyLag, 250 * time.Millisecond},
+		{"--gossip-strict-settings", cfg.GossipStrictSettings, false},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s defaults to %v, the docs say %v", c.flag, c.got, c.want)
+		}
+	}
+}
+
+// The gossip key is base64 of 16, 24 or 32 bytes, from --gossip-key or a
+// file (surrounding whitespace dropped), never both; a key of another
+// length or not base64 is refused, and no error quotes it. The admin
+// token's file reads alike.
+func TestSecretFlags(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	key := func(n int) string { return base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", n))) }
+	bind := "--gossip-bind=127.0.0.1:0"
+	for _, n := range []int{16, 24, 32} {
+		if cfg, _, err := runServeFlags(t, bind, "--gossip-key="+key(n)); err != nil || len(cfg.Gossip.Key) != n {
+			t.Errorf("a %d-byte key: %v", n, err)
+		}
+	}
+	for _, bad := range []string{key(8), key(20), key(31), key(64), "not base64!"} {
+		if _, _, err := runServeFlags(t, bind, "--gossip-key="+bad); err == nil || strings.Contains(err.Error(), bad) {
+			t.Errorf("key %q: %v, want an error that does not quote it", bad, err)
+		}
+	}
+	if cfg, _, err := runServeFlags(t, bind, "--gossip-key-file="+write("key", "\n  "+key(32)+"\n")); err != nil || len(cfg.Gossip.Key) != 32 {
+		t.Errorf("--gossip-key-file with whitespace around the key: %v", err)
+	}
+	for _, args := range [][]string{
+		{"--gossip-key-file=" + write("empty", " \n")},
+		{"--gossip-key-file=" + filepath.Join(dir, "missing")},
+		{"--gossip-key=" + key(32), "--gossip-key-file=" + write("key2", key(32))},
+	} {
+		if _, _, err := runServeFlags(t, append([]string{bind}, args...)...); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+
+	if cfg, _, err := runServeFlags(t, "--admin-token-file="+write("token", "\ts3cret\n")); err != nil || cfg.Workers.Token != "s3cret" {
+		t.Errorf("--admin-token-file: token %q, %v", cfg.Workers.Token, err)
+	}
+	for _, args := range [][]string{
+		{"--admin-token-file=" + write("empty-token", "\n")},
+		{"--admin-token=s3cret", "--admin-token-file=" + write("token2", "s3cret")},
+	} {
+		if _, _, err := runServeFlags(t, args...); err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%v: %v, want an error that does not quote the token", args, err)
+		}
 	}
 }
