@@ -159,6 +159,24 @@ func TestTombstonesExpire(t *testing.T) {
 	}
 }
 
+// The router's set (NewSet with ttl 0) keeps a removal for a day, as
+// docs/operating.md says: long enough that a replica that missed it
+// cannot bring the worker back by republishing its add.
+func TestTombstonesLastADayByDefault(t *testing.T) {
+	c := &clock{t0}
+	s := NewSet("r0", c.now, 0)
+	s.Add("http://w:1")
+	s.Remove("http://w:1")
+	c.t = c.t.Add(24*time.Hour - time.Minute)
+	if n := s.GC(); n != 0 {
+		t.Fatalf("GC dropped %d tombstones within a day", n)
+	}
+	c.t = c.t.Add(2 * time.Minute)
+	if n := s.GC(); n != 1 {
+		t.Fatalf("GC dropped %d tombstones after a day, want 1", n)
+	}
+}
+
 // Add and Remove report changes, and OnChange hears each, marked local.
 func TestChangesAreReported(t *testing.T) {
 	c := &clock{t0}
