@@ -2,13 +2,19 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/prefixring/prefixring/internal/e2etest"
 )
@@ -127,4 +133,27 @@ func startSims(t *testing.T, n int) []string {
 		urls = append(urls, e2etest.Sim(t, fmt.Sprintf("sim-%d", i), "--log-level", "info").URL)
 	}
 	return urls
+}
+
+// prefixring load exits 1 when any request failed, so a script (make
+// e2e-real, a CI job) can tell a run with errors from a clean one.
+func TestLoadExitsOneWhenARequestFails(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		io.WriteString(w, `{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`)
+	}))
+	defer srv.Close()
+	app := &cli.App{
+		Commands:       []*cli.Command{loadCommand()},
+		Writer:         io.Discard,
+		ExitErrHandler: func(*cli.Context, error) {}, // keep the test process alive
+	}
+	err := app.Run([]string{"prefixring", "load", "--url", srv.URL, "--model", "m", "--requests", "2",
+		"--concurrency", "1", "--think-scale", "0", "--max-tokens", "4", "--progress=false"})
+	var exit cli.ExitCoder
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("load with every request answered 500: %v, want exit code 1", err)
+	}
 }
