@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/prefixring/prefixring/gossip/core"
+	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/router"
 )
 
@@ -208,10 +209,28 @@ func TestServeDefaultsAreTheDocumented(t *testing.T) {
 		{"--kv-scrape", cfg.KV.Scrape, true},
 		{"--kv-scrape-interval", cfg.KV.Interval, 30 * time.Second},
 		{"--kv-metrics-path", cfg.KV.MetricsPath, "/metrics"},
+		{"--health-interval", h.Interval, 5 * time.Second},
+		{"--health-timeout", h.Timeout, 2 * time.Second},
+		{"--policy", cfg.Policy, "chwbl"},
+		{"--load-signal", cfg.Ring.Signal, ring.SignalTokens},
+		{"--group-spread", cfg.Ring.GroupSpread, 8.0},
+		{"--group-memory", cfg.Ring.GroupMemory, 0.25},
+		{"--prefix-chars", cfg.Key.MaxChars, 4096},
+		{"--prompt-chars", cfg.Key.PromptChars, 256},
+		{"--shared-chars", cfg.Key.SharedChars, 32768},
+		{"--completion-history", p.CompletionHistory, 65536},
+		{"--sketch", cfg.Sketch.Enabled, true},
+		{"--sketch-fanout", cfg.Sketch.Fanout, 4},
+		{"--sketch-epoch", cfg.Sketch.Epoch, 10 * time.Minute},
+		{"--sketch-interval", cfg.Sketch.Interval, time.Second},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s defaults to %v, the docs say %v", c.flag, c.got, c.want)
 		}
+	}
+	// Counted in requests, the floor is four of them.
+	if cfg, _, err := runServeFlags(t, "--load-signal=requests"); err != nil || cfg.Ring.MinBound != 4 {
+		t.Errorf("--min-bound under --load-signal requests: %d, %v; the docs say 4", cfg.Ring.MinBound, err)
 	}
 	// Gossip's, once it is on.
 	cfg, _, err = runServeFlags(t, "--gossip-bind=127.0.0.1:0", "--gossip-insecure")
