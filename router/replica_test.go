@@ -1,13 +1,16 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -280,5 +283,61 @@ func TestDebugKey(t *testing.T) {
 	}
 	if code, v := key(`not json`); code != 400 || v != "invalid_body" {
 		t.Fatalf("a bad body: %d %q", code, v)
+	}
+}
+
+// lockedBuffer is a log destination the replica's goroutines may share.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// An empty AdminListen turns the admin listener off (docs/security.md):
+// the replica serves its API and opens nothing else, so /metrics, /debug/*
+// and the workers API are nowhere. With an address it logs the one it
+// serves the admin routes on, which is what this test looks for.
+func TestEmptyAdminListenServesNoAdmin(t *testing.T) {
+	for _, admin := range []string{"", "127.0.0.1:0"} {
+		cfg := DefaultConfig()
+		cfg.Sources.Static = []string{engine(t, "a").URL}
+		cfg.DrainDelay, cfg.DrainTimeout = 0, 5*time.Second
+		cfg.AdminListen = admin
+		logs := &lockedBuffer{}
+		ln := listen(t)
+		r, err := New(cfg, Options{Listener: ln, Log: slog.New(slog.NewTextHandler(logs, nil)), Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		select {
+		case <-r.Started():
+		case err := <-done:
+			t.Fatal(err)
+		}
+		if code, _ := chat(t, "http://"+ln.Addr().String(), "hello"); code != 200 {
+			t.Errorf("AdminListen %q: the API answered %d", admin, code)
+		}
+		http.DefaultClient.CloseIdleConnections()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if served := strings.Contains(logs.String(), "msg=admin "); served != (admin != "") {
+			t.Errorf("AdminListen %q: admin listener served %v; log:\n%s", admin, served, logs)
+		}
 	}
 }
