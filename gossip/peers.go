@@ -41,8 +41,17 @@ type peerMsg struct {
 
 // peerFor returns the send queue of member m, starting it if need be. It
 // never blocks (callers include memberlist's event callbacks); nil once
-// the node stopped.
+// the node stopped, or when m is no longer a live member at its address:
+// callers send to a listing taken a moment before, and a queue made for a
+// member that left since (its NotifyLeave already dropped its queue)
+// would never be dropped, nor would one to the old address of a member
+// that came back elsewhere not replace the new one's.
 func (n *Node) peerFor(m memberlist.Node) *peer {
+	n.memMu.Lock() // before peersMu, as setMember takes them
+	defer n.memMu.Unlock()
+	if cur, ok := n.members[m.Name]; !ok || cur.Address() != m.Address() {
+		return nil
+	}
 	n.peersMu.Lock()
 	defer n.peersMu.Unlock()
 	if n.peers == nil {
