@@ -1,9 +1,12 @@
 package gossip
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -219,6 +222,51 @@ func TestFirstJoinIsRetriedPromptly(t *testing.T) {
 		}
 		if d := time.Since(start); d > 2*time.Second {
 			t.Fatalf("joined %v after its seed came up", d)
+		}
+	})
+}
+
+// readyReplicas resolves the headless Service name as Kubernetes DNS does
+// while no replica is ready yet: not at all until up, then to the seed.
+type readyReplicas struct {
+	up   *atomic.Bool
+	seed string
+}
+
+func (r readyReplicas) LookupHost(_ context.Context, host string) ([]string, error) {
+	if !r.up.Load() {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return []string{r.seed}, nil
+}
+
+// TestFirstJoinIsRetriedWhileTheNameDoesNotResolve: replicas that start
+// together behind a headless Service find its name empty (no replica is
+// ready yet). That is no cluster to join either: the first join is
+// retried as promptly as when the seed does not answer
+// (TestFirstJoinIsRetriedPromptly), not a whole rejoin interval later.
+func TestFirstJoinIsRetriedWhileTheNameDoesNotResolve(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 7)
+		defer c.stopAll()
+		var up atomic.Bool
+		c.tweak = func(cfg *Config) {
+			cfg.Join = []string{"replicas.test:7946"}
+			cfg.Resolver = readyReplicas{up: &up, seed: "10.0.0.1"}
+		}
+		early := c.mustStart("r1", "10.0.0.2:7946")
+		time.Sleep(700 * time.Millisecond)
+		c.mustStart("r0", c.seed)
+		up.Store(true)
+		start := time.Now()
+		for c.members(early) < 2 {
+			time.Sleep(10 * time.Millisecond)
+			if time.Since(start) > 30*time.Second {
+				t.Fatal("never joined")
+			}
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("joined %v after the name resolved", d)
 		}
 	})
 }

@@ -69,12 +69,14 @@ func (n *Node) unknownSeeds(seeds []string) []string {
 // joinOnce contacts up to maxJoinContacts of the seeds discovery names
 // that are not members yet, chosen at random, and reports whether any
 // answered. With none unknown there is nothing to do: the cluster is as
-// large as discovery says.
+// large as discovery says, and it reports whether we are in one. A name
+// that resolves to nobody else (a headless Service before any replica is
+// ready) is no first join, so the join loop keeps retrying it promptly.
 func (n *Node) joinOnce(ctx context.Context) bool {
 	unknown := n.unknownSeeds(n.seeds(ctx))
 	if len(unknown) == 0 {
 		n.setIsolated(false, 0)
-		return true
+		return n.ml.NumMembers() > 1
 	}
 	rand.Shuffle(len(unknown), func(i, j int) { unknown[i], unknown[j] = unknown[j], unknown[i] })
 	pick := unknown[:min(len(unknown), maxJoinContacts)]
