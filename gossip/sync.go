@@ -149,9 +149,14 @@ func (n *Node) broadcast(msg []byte, kind string) {
 	n.sendAll(targets, msg, kind)
 }
 
+// refresh rebuilds the view on a wake: a vote, or a member that joined or
+// left. It reads the members as they are now, so a member that left stops
+// counting at once, not at the next publication tick.
 func (n *Node) refresh(now time.Time) {
+	alive := n.Members()
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.view.alive = alive
 	n.refreshLocked(now, n.ownEntry(now))
 }
 

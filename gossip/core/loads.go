@@ -18,7 +18,7 @@ import (
 //     not list it alive at the entry's address (it died, left, or a later
 //     process took its name). An entry that arrives in between does not
 //     count until a Refresh finds its node alive again; the gossip node
-//     refreshes on every publication tick;
+//     refreshes on every publication tick and on every membership change;
 //   - it is fresh: now - Heard <= StaleAfter, both read on this replica's
 //     clock. Every replica republishes at least every heartbeat, so an
 //     entry goes stale only when its owner stopped (or its packets stopped
