@@ -3,6 +3,7 @@ package gossip
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/memberlist"
 
@@ -145,8 +146,13 @@ func (n *Node) queueMsg(to memberlist.Node, msg []byte, kind string) {
 }
 
 // runPeer sends what p is owed until the node stops or the member leaves.
+// Our endpoint list that failed to go is sent again a heartbeat later, or
+// at the next wake if sooner.
 func (n *Node) runPeer(p *peer) {
 	defer n.wg.Done()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
 	for {
 		select {
 		case <-n.stop:
@@ -154,8 +160,16 @@ func (n *Node) runPeer(p *peer) {
 		case <-p.gone:
 			return
 		case <-p.wake:
+		case <-retry.C:
 		}
-		for n.sendOwed(p) {
+		for {
+			sent, failed := n.sendOwed(p)
+			if failed {
+				retry.Reset(n.cfg.Heartbeat)
+			}
+			if !sent || failed {
+				break
+			}
 			select {
 			case <-n.stop:
 				return
@@ -169,8 +183,11 @@ func (n *Node) runPeer(p *peer) {
 
 // sendOwed sends one batch of what p is owed: the join envelope or the
 // entry, then the payload messages queued so far. It reports whether it
-// sent anything.
-func (n *Node) sendOwed(p *peer) bool {
+// sent anything, and whether our endpoint list (the join envelope or the
+// full entry) failed to go: it then stays owed, since the member cannot
+// expand our deltas without it, and they may go by UDP for as long as the
+// list does not change (push/pull would repair it only seconds later).
+func (n *Node) sendOwed(p *peer) (sent, failed bool) {
 	p.mu.Lock()
 	e, full, join, msgs := p.entry, p.full, p.join, p.msgs
 	p.entry, p.full, p.join, p.msgs = nil, false, false, nil
@@ -183,16 +200,21 @@ func (n *Node) sendOwed(p *peer) bool {
 	}
 	switch {
 	case join:
-		n.sendReliable(&p.to, n.joinEnvelope(*e), "full")
+		failed = !n.sendReliable(&p.to, n.joinEnvelope(*e), "full")
 	case e != nil && full:
-		n.sendReliable(&p.to, encodeFull(*e), "full")
+		failed = !n.sendReliable(&p.to, encodeFull(*e), "full")
 	case e != nil:
 		n.sendReliable(&p.to, encodeDelta(*e), "delta")
+	}
+	if failed { // owed again: the newest entry goes with it (n.last, or one owed meanwhile)
+		p.mu.Lock()
+		p.join, p.full = p.join || join, p.full || !join
+		p.mu.Unlock()
 	}
 	for _, m := range msgs {
 		n.sendReliable(&p.to, m.msg, m.kind)
 	}
-	return e != nil || join || len(msgs) > 0
+	return e != nil || join || len(msgs) > 0, failed
 }
 
 // joinEnvelope is what a member that joined is sent: our entry e and
@@ -204,13 +226,15 @@ func (n *Node) joinEnvelope(e core.Entry) []byte {
 	return encodeEnvelope(n.cfg.NodeName, []core.Entry{e}, states...)
 }
 
-// sendReliable sends msg over TCP, counting it as kind.
-func (n *Node) sendReliable(to *memberlist.Node, msg []byte, kind string) {
+// sendReliable sends msg over TCP, counting it as kind, and reports
+// whether it went.
+func (n *Node) sendReliable(to *memberlist.Node, msg []byte, kind string) bool {
 	if err := n.ml.SendReliable(to, msg); err != nil {
 		n.met.dropped.WithLabelValues("send_error").Inc()
-		return
+		return false
 	}
 	n.met.sent(kind, len(msg))
+	return true
 }
 
 // others returns the live members but us.
