@@ -73,13 +73,15 @@ start_servers() { # LOGDIR
 	for i in 0 1 2; do wait_ok "http://127.0.0.1:$((LLAMA_BASE + i))/health" llama-server; done
 }
 
+# Gossip refuses to run without a key; each cluster gets a fresh one.
 start_routers() { # LOGDIR [serve flags...]
-	local dir=$1 i join=()
+	local dir=$1 i join=() key
+	key=$(head -c 32 /dev/urandom | base64)
 	shift
 	for i in 0 1 2; do
 		bin/prefixring serve --listen 127.0.0.1:$((ROUTER_BASE + i)) --admin-listen 127.0.0.1:$((ADMIN_BASE + i)) \
 			--endpoints "$(llama_urls)" --node-name "router-$i" --gossip-bind 127.0.0.1:$((GOSSIP_BASE + i)) \
-			"${join[@]}" --drain-delay 0s --log-level warn "$@" >"$dir/router-$i.log" 2>&1 &
+			--gossip-key "$key" "${join[@]}" --drain-delay 0s --log-level warn "$@" >"$dir/router-$i.log" 2>&1 &
 		pids+=($!)
 		join=(--join 127.0.0.1:$GOSSIP_BASE)
 	done
