@@ -53,7 +53,8 @@ fuzz:
 
 # prefixring x1/x3 against HAProxy 2.6 CHWBL x1/x3 and round-robin, in real
 # time on 8 simulated engines, multi-turn and the Mooncake conversation
-# trace, 2 runs each (docs/vs-haproxy.md); about 40 minutes. Installs
+# trace (read from ../shared, skipped where it is not), 2 runs each
+# (docs/vs-haproxy.md); about 40 minutes. Installs
 # Debian's haproxy when missing and run as root. Flags: VS_HAPROXY_FLAGS,
 # e.g. "-runs 3" or "-requests 200" for a quick check.
 VS_HAPROXY_FLAGS ?=

@@ -154,6 +154,16 @@ func main() {
 			log.Fatalf("workload %q: want multi-turn or trace", w)
 		}
 	}
+	asked := false
+	flag.Visit(func(f *flag.Flag) { asked = asked || f.Name == "workloads" })
+	var note string
+	var err error
+	if o.workloads, note, err = checkTrace(o.workloads, o.trace, asked); err != nil {
+		log.Fatal(err)
+	}
+	if note != "" {
+		fmt.Println(note)
+	}
 	if len(o.systems) == 0 || len(o.workloads) == 0 || o.rounds < 1 || o.engines < 1 || o.hashBytes < 1 {
 		log.Fatal("need systems, workloads, --runs >= 1, --engines >= 1 and --hash-bytes >= 1")
 	}
@@ -205,6 +215,26 @@ func main() {
 		log.Fatal(err)
 	}
 	fmt.Printf("\nDone in %.0f s; %s and %s/runs/*.json written.\n", time.Since(start).Seconds(), p, o.out)
+}
+
+// checkTrace looks for the Mooncake trace before any run: it lives in
+// shared/, beside the repository, not in it. Missing, it is dropped from
+// the default workloads with a note, and refused when -workloads asked for
+// it, so that neither case dies at the first trace run, after every
+// system's multi-turn runs.
+func checkTrace(workloads []string, trace string, asked bool) ([]string, string, error) {
+	if !slices.Contains(workloads, "trace") {
+		return workloads, "", nil
+	}
+	_, err := os.Stat(trace)
+	switch {
+	case err == nil:
+		return workloads, "", nil
+	case asked || len(workloads) == 1:
+		return nil, "", fmt.Errorf("the trace workload: %v (give -trace PATH)", err)
+	}
+	kept := slices.DeleteFunc(slices.Clone(workloads), func(w string) bool { return w == "trace" })
+	return kept, fmt.Sprintf("no Mooncake trace at %s (-trace): running %s alone", trace, strings.Join(kept, ",")), nil
 }
 
 func kvString(blocks int) string {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -122,5 +123,36 @@ vllm:time_to_first_token_seconds_count{model_name="b"} 1
 	}
 	if n, sum := histogram(fams, "prefixring_sim_step_lag_seconds"); n != 0 || sum != 0 {
 		t.Errorf("missing family = %v, %v; want 0, 0", n, sum)
+	}
+}
+
+// The Mooncake trace lives in shared/, beside the repository, not in it: on
+// a fresh clone `make vs-haproxy` drops it with a note, and a trace asked
+// for by -workloads that is not there stops the command before its first
+// run (until stop 41 both died at the first trace run, after every system's
+// multi-turn runs).
+func TestCheckTrace(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "none.jsonl")
+	wls, note, err := checkTrace([]string{"multi-turn", "trace"}, missing, false)
+	if err != nil || !slices.Equal(wls, []string{"multi-turn"}) || !strings.Contains(note, missing) {
+		t.Errorf("default workloads, trace missing: %v %q %v; want multi-turn alone and a note naming the file", wls, note, err)
+	}
+	if _, _, err := checkTrace([]string{"multi-turn", "trace"}, missing, true); err == nil || !strings.Contains(err.Error(), "-trace") {
+		t.Errorf("-workloads trace, trace missing: %v, want an error naming -trace", err)
+	}
+	if _, _, err := checkTrace([]string{"trace"}, missing, false); err == nil {
+		t.Error("the trace alone, missing: accepted")
+	}
+	present := filepath.Join(t.TempDir(), "trace.jsonl")
+	if err := os.WriteFile(present, []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, asked := range []bool{false, true} {
+		if wls, note, err := checkTrace([]string{"multi-turn", "trace"}, present, asked); err != nil || len(wls) != 2 || note != "" {
+			t.Errorf("trace present (asked %v): %v %q %v", asked, wls, note, err)
+		}
+	}
+	if wls, note, err := checkTrace([]string{"multi-turn"}, missing, true); err != nil || len(wls) != 1 || note != "" {
+		t.Errorf("multi-turn alone: %v %q %v", wls, note, err)
 	}
 }
