@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os/signal"
@@ -17,7 +18,7 @@ func simFlags() []cli.Flag {
 	d := vllm.DefaultConfig()
 	e := d.Engine
 	return []cli.Flag{
-		&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8000", EnvVars: env("sim-listen"), Usage: "address of a single simulated server"},
+		&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8000", EnvVars: env("sim-listen"), Usage: "address of a single simulated server (not with --count or --base-port)"},
 		&cli.IntFlag{Name: "count", Value: 1, EnvVars: env("sim-count"), Usage: "number of simulated servers, on 127.0.0.1 from --base-port up"},
 		&cli.IntFlag{Name: "base-port", Value: 8000, EnvVars: env("sim-base-port"), Usage: "port of the first server with --count"},
 		&cli.StringFlag{Name: "model", Value: d.Model, EnvVars: env("sim-model"), Usage: "served model name (the model_name label)"},
@@ -86,6 +87,9 @@ func simConfig(c *cli.Context) (vllm.Config, error) {
 func simAddrs(c *cli.Context) ([]string, error) {
 	if !c.IsSet("count") && !c.IsSet("base-port") {
 		return []string{c.String("listen")}, nil
+	}
+	if c.IsSet("listen") {
+		return nil, errors.New("give --listen, or --count and --base-port, not both")
 	}
 	n, base := c.Int("count"), c.Int("base-port")
 	if n < 1 || base < 1 || base+n-1 > 65535 {
