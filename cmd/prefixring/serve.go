@@ -206,7 +206,29 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 		}
 		cfg.Workers.Policy.AllowCIDRs = append(cfg.Workers.Policy.AllowCIDRs, p.Masked())
 	}
+	warnings = append(warnings, adminWarnings(c, cfg)...)
 	return cfg, warnings, cfg.Validate()
+}
+
+// adminWarnings name the flags given that shape what this replica does not
+// run: the workers API (off, or on an admin listener turned off), the
+// profiler without an admin listener, --gossip-insecure beside a key.
+func adminWarnings(c *cli.Context, cfg router.Config) (warnings []string) {
+	served := cfg.Workers.Mode == router.WorkersPublic || (cfg.Workers.Mode == router.WorkersAdmin && cfg.AdminListen != "")
+	if !served {
+		for _, f := range []string{"admin-token", "admin-token-file", "max-workers", "workers-allow-cidr", "workers-allow-link-local"} {
+			if c.IsSet(f) {
+				warnings = append(warnings, "--"+f+" has no effect: the workers API is not served (--workers-api off, or admin with --admin-listen empty)")
+			}
+		}
+	}
+	if cfg.Pprof && cfg.AdminListen == "" {
+		warnings = append(warnings, "--pprof has no effect with --admin-listen empty")
+	}
+	if cfg.GossipInsecure && cfg.Gossip != nil && cfg.Gossip.Key != nil {
+		warnings = append(warnings, "--gossip-insecure has no effect with a gossip key: gossip is encrypted")
+	}
+	return warnings
 }
 
 // kvConfig reads the KV capacity flags.

@@ -307,3 +307,37 @@ func TestSecretFlags(t *testing.T) {
 		}
 	}
 }
+
+// The workers API's flags, --pprof and --gossip-insecure act only where
+// what they shape runs: given where it does not, each is warned about at
+// start (until stop 41 they were silently dropped: a token given to a
+// replica whose workers API nobody can reach, a profiler on no listener).
+func TestServeAdminFlagsSayWhatCannotAct(t *testing.T) {
+	workerFlags := []string{"--admin-token=x", "--max-workers=3", "--workers-allow-cidr=10.0.0.0/8", "--workers-allow-link-local"}
+	for _, where := range [][]string{{"--workers-api=off"}, {"--admin-listen="}, {"--workers-api=admin", "--admin-listen="}} {
+		for _, f := range workerFlags {
+			_, w, err := runServeFlags(t, append(slices.Clone(where), f)...)
+			name := strings.SplitN(f, "=", 2)[0]
+			if err != nil || !slices.ContainsFunc(w, func(s string) bool { return strings.Contains(s, name) }) {
+				t.Errorf("%v %s: warnings %v, err %v; want a warning naming %s", where, f, w, err, name)
+			}
+		}
+	}
+	// Served: on the admin listener (the default) or the API listener.
+	for _, where := range [][]string{nil, {"--workers-api=public", "--admin-listen="}} {
+		if _, w, err := runServeFlags(t, append(slices.Clone(where), workerFlags...)...); err != nil || len(w) != 0 {
+			t.Errorf("%v with the workers API served: warnings %v, err %v", where, w, err)
+		}
+	}
+	if _, w, err := runServeFlags(t, "--pprof", "--admin-listen="); err != nil || len(w) != 1 || !strings.Contains(w[0], "--pprof") {
+		t.Errorf("--pprof without an admin listener: warnings %v, err %v", w, err)
+	}
+	if _, w, err := runServeFlags(t, "--pprof"); err != nil || len(w) != 0 {
+		t.Errorf("--pprof: warnings %v, err %v", w, err)
+	}
+	key := "--gossip-key=MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+	cfg, w, err := runServeFlags(t, "--gossip-bind=127.0.0.1:0", key, "--gossip-insecure")
+	if err != nil || cfg.Gossip.Key == nil || len(w) != 1 || !strings.Contains(w[0], "--gossip-insecure") {
+		t.Errorf("--gossip-insecure with a key: warnings %v, err %v", w, err)
+	}
+}
