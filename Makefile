@@ -8,8 +8,10 @@ FUZZTIME ?= 2m
 
 all: build
 
+# Static, as the Dockerfile builds it: the dstack configs mount this binary
+# into images of their own, whose libc need not be the build machine's.
 build:
-	$(GO) build -o $(BIN) ./cmd/prefixring
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/prefixring
 
 # The test suite: race detector on, no cache, vet and gofmt clean. The
 # chaos package (every scenario in virtual time, in parallel) takes about

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -221,5 +222,25 @@ func TestDstackRouterGroupTakesDstacksCalls(t *testing.T) {
 		if resp.StatusCode != http.StatusForbidden {
 			t.Fatalf("a relayed POST: %d, want 403", resp.StatusCode)
 		}
+	}
+}
+
+// The dstack configs mount the bin/prefixring that `make build` writes into
+// images of their own (debian:bookworm-slim, dstackai/dstack): it must be
+// static, as the Dockerfile's is, not linked against the build machine's
+// libc (until stop 41 `make build` used cgo wherever a C compiler was).
+func TestMakeBuildIsStatic(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "prefixring")
+	cmd := exec.Command("make", "--no-print-directory", "build", "BIN="+out)
+	cmd.Dir = repoRoot
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make build: %v\n%s", err, b)
+	}
+	static, err := isStatic(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !static {
+		t.Errorf("make build wrote a dynamically linked %s: it starts only where the build machine's libc is", out)
 	}
 }
