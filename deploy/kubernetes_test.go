@@ -1,9 +1,12 @@
 package deploy
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -725,9 +728,22 @@ func (c *cluster) checkSecrets(t *testing.T) {
 	}
 	ref := e.ValueFrom.SecretKeyRef
 	if s := c.secrets[ref.Name]; s != nil {
-		key, err := base64.StdEncoding.DecodeString(string(s.Data[ref.Key]))
-		if err != nil || (len(key) != 16 && len(key) != 24 && len(key) != 32) {
-			t.Errorf("gossip key: %d bytes (%v), want base64 of 16, 24 or 32", len(key), err)
+		// The example ships no key anyone could read here and use: its
+		// placeholder is one the router refuses, so a replica applied
+		// unchanged stops at start instead of gossiping under a
+		// published key.
+		key := string(s.Data[ref.Key])
+		if _, err := base64.StdEncoding.DecodeString(key); err == nil {
+			t.Errorf("the example's gossip key %q decodes: a published key authenticates nobody", key)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, binary(t), "serve", "--listen", "127.0.0.1:0", "--admin-listen", "",
+			"--endpoints", "http://127.0.0.1:1", "--gossip-bind", "127.0.0.1:0")
+		cmd.Env = append(os.Environ(), "PREFIXRING_GOSSIP_KEY="+key)
+		out, err := cmd.CombinedOutput()
+		if ctx.Err() != nil || err == nil || !strings.Contains(string(out), "gossip key") {
+			t.Errorf("serve with the example's gossip key: %v (%v), want a refusal naming the gossip key:\n%s", err, ctx.Err(), out)
 		}
 	}
 }
