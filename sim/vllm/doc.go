@@ -26,8 +26,10 @@
 //     likely, with a logprob from a fixed cycle, and its alternatives are
 //     other words, each 2 lower. With echo the prompt is scored too, and,
 //     as vLLM skips the prefix cache for prompt logprobs, computed whole;
-//   - GET /v1/models, GET /health;
-//   - GET /metrics with vLLM's own metric names, types and labels;
+//   - GET /v1/models, GET /health (HEAD is 405, as FastAPI's routes
+//     do not add it to GET);
+//   - /metrics with vLLM's own metric names, types and labels, for any
+//     method, as vLLM mounts prometheus_client's app there;
 //   - GET/PUT /admin/faults: added latency, error rate, hangs and abrupt
 //     closes mid-stream, for chaos tests.
 //

@@ -237,24 +237,33 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT /admin/faults", s.servePutFaults)
 	mux.HandleFunc("POST /admin/faults", s.servePutFaults)
 	if s.gather != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(s.gather, promhttp.HandlerOpts{}))
+		// vLLM mounts prometheus_client's ASGI app at /metrics, which
+		// serves the scrape whatever the method.
+		mux.Handle("/metrics", promhttp.HandlerFor(s.gather, promhttp.HandlerOpts{}))
 	}
 	// The catch-all below would answer a known path's other methods 404;
 	// vLLM's router (FastAPI) answers them 405 with an Allow header and
-	// FastAPI's default error body. A GET route also takes HEAD, in both.
-	for path, allow := range map[string]string{
-		"/v1/completions":      "POST",
-		"/v1/chat/completions": "POST",
-		"/v1/models":           "GET, HEAD",
-		"/health":              "GET, HEAD",
-		"/admin/faults":        "GET, HEAD, POST, PUT",
-	} {
-		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+	// FastAPI's default error body.
+	wrongMethod := func(allow string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusMethodNotAllowed)
 			io.WriteString(w, `{"detail":"Method Not Allowed"}`)
-		})
+		}
+	}
+	for path, allow := range map[string]string{
+		"/v1/completions":      "POST",
+		"/v1/chat/completions": "POST",
+		"/v1/models":           "GET",
+		"/health":              "GET",
+		"/admin/faults":        "GET, HEAD, POST, PUT", // the simulator's own; net/http's GET takes HEAD
+	} {
+		mux.HandleFunc(path, wrongMethod(allow))
+	}
+	// net/http's GET pattern also takes HEAD; FastAPI's APIRoute does not.
+	for _, path := range []string{"/v1/models", "/health"} {
+		mux.HandleFunc("HEAD "+path, wrongMethod("GET"))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound("Not Found"))

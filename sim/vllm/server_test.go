@@ -83,14 +83,18 @@ vllm:num_requests_running{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruc
 // TestWrongMethodIs405: vLLM's router (FastAPI) answers a known path with
 // the wrong method 405, naming the methods it takes in Allow, and its
 // default handler's {"detail": ...} body; only unknown paths are 404.
+// FastAPI's APIRoute, unlike Starlette's Route, does not add HEAD to a GET
+// route, so HEAD is a wrong method too.
 func TestWrongMethodIs405(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, _ := start(t, DefaultConfig())
 		for _, c := range []struct{ method, path, allow string }{
 			{http.MethodGet, "/v1/completions", "POST"},
 			{http.MethodPut, "/v1/chat/completions", "POST"},
-			{http.MethodPost, "/v1/models", "GET, HEAD"},
-			{http.MethodDelete, "/health", "GET, HEAD"},
+			{http.MethodPost, "/v1/models", "GET"},
+			{http.MethodHead, "/v1/models", "GET"},
+			{http.MethodDelete, "/health", "GET"},
+			{http.MethodHead, "/health", "GET"},
 		} {
 			rec := do(s, c.method, c.path, "")
 			checkStatus(t, rec, http.StatusMethodNotAllowed)
@@ -101,7 +105,22 @@ func TestWrongMethodIs405(t *testing.T) {
 				t.Errorf("%s %s: body %s", c.method, c.path, body)
 			}
 		}
-		checkStatus(t, do(s, http.MethodHead, "/health", ""), http.StatusOK)
 		checkStatus(t, do(s, http.MethodGet, "/v1/nope", ""), http.StatusNotFound)
+	})
+}
+
+// TestMetricsAnswersEveryMethod: vLLM mounts prometheus_client's ASGI app
+// at /metrics (vllm/entrypoints/serve/instrumentator/metrics.py), which
+// serves the scrape whatever the method, so /metrics is never 404 or 405.
+func TestMetricsAnswersEveryMethod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := start(t, DefaultConfig())
+		for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodDelete} {
+			rec := do(s, method, "/metrics", "")
+			checkStatus(t, rec, http.StatusOK)
+			if method != http.MethodHead && !strings.Contains(rec.Body.String(), "vllm:num_requests_running") {
+				t.Errorf("%s /metrics: no scrape in %.200s", method, rec.Body)
+			}
+		}
 	})
 }
