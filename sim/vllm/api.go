@@ -293,14 +293,22 @@ func (p *parsed) sampling(req *apiRequest) *apiError {
 			k = all(top)
 		}
 	} else if len(req.Logprobs) > 0 && string(req.Logprobs) != "null" {
+		// An int to vLLM's pydantic model, which reads a boolean as 1 or 0;
+		// unlike top_logprobs, never -1.
 		var v int
-		if json.Unmarshal(req.Logprobs, &v) != nil {
+		var b bool
+		switch {
+		case json.Unmarshal(req.Logprobs, &b) == nil:
+			if b {
+				v = 1
+			}
+		case json.Unmarshal(req.Logprobs, &v) != nil:
 			return param(badRequest("`logprobs` must be an integer."), "logprobs")
 		}
-		if v < -1 {
-			return param(badRequest("`logprobs` must be a positive value or -1."), "logprobs")
+		if v < 0 {
+			return param(badRequest("`logprobs` must be a positive value."), "logprobs")
 		}
-		k = all(v)
+		k = v
 	}
 	if k > maxLogprobs {
 		return param(badRequest(fmt.Sprintf("Requested sample logprobs of %d, which is greater than max allowed: %d", k, maxLogprobs)), "logprobs")

@@ -173,11 +173,28 @@ func TestCompletionLogprobs(t *testing.T) {
 			t.Fatalf("streamed tokens %q offsets %v", tokens, offsets)
 		}
 
-		// vLLM's checks (protocol.py check_logprobs; sampling_params
-		// _validate_logprobs with --max-logprobs 20; -1 is the vocabulary).
+		// logprobs is an int to vLLM's pydantic model, which reads a JSON
+		// boolean as 1 or 0.
+		for _, b := range []string{"true", "false"} {
+			rec = do(s, http.MethodPost, "/v1/completions", `{"prompt":"hi","max_tokens":1,"logprobs":`+b+`}`)
+			checkStatus(t, rec, http.StatusOK)
+			got = decode[struct {
+				Choices []struct {
+					Logprobs *completionLogprobs `json:"logprobs"`
+				} `json:"choices"`
+			}](t, rec.Body).Choices[0].Logprobs
+			if got == nil || !reflect.DeepEqual(got.TopLogprobs, []map[string]float64{{" the": -0.25}}) {
+				t.Fatalf("logprobs %s: %s", b, js(got))
+			}
+		}
+
+		// vLLM's checks (protocol.py check_logprobs, where a completion's
+		// logprobs is never negative, -1 included; sampling_params
+		// _validate_logprobs with --max-logprobs 20).
 		wantError(t, s, "/v1/completions", `{"prompt":"hi","logprobs":21}`, "Requested sample logprobs of 21, which is greater than max allowed: 20", "logprobs")
-		wantError(t, s, "/v1/completions", `{"prompt":"hi","logprobs":-1}`, "Requested sample logprobs of 128256, which is greater than max allowed: 20", "logprobs")
-		wantError(t, s, "/v1/completions", `{"prompt":"hi","logprobs":-2}`, "`logprobs` must be a positive value or -1.", "logprobs")
+		wantError(t, s, "/v1/completions", `{"prompt":"hi","logprobs":-1}`, "`logprobs` must be a positive value.", "logprobs")
+		wantError(t, s, "/v1/completions", `{"prompt":"hi","logprobs":-2}`, "`logprobs` must be a positive value.", "logprobs")
+		wantError(t, s, "/v1/completions", `{"prompt":"hi","logprobs":"2"}`, "`logprobs` must be an integer.", "logprobs")
 	})
 }
 

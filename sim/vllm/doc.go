@@ -20,7 +20,8 @@
 //     assistant message before its reply. A prompt of token ids, which the
 //     stand-in tokenizer cannot decode, echoes as vLLM's "token_id:N"
 //     placeholders;
-//   - logprobs (completions: an integer; chat: logprobs true with
+//   - logprobs (completions: an integer, or a boolean read as 1 or 0 as
+//     vLLM's pydantic model reads it; chat: logprobs true with
 //     top_logprobs), in vLLM's shapes, up to --max-logprobs' default of
 //     20. The values are simulated: each token is its position's most
 //     likely, with a logprob from a fixed cycle, and its alternatives are
