@@ -24,10 +24,12 @@ type apiRequest struct {
 	Echo                bool            `json:"echo"`
 	// Logprobs is an integer for completions (how many alternatives) and
 	// a boolean for chat, which counts them in TopLogprobs.
-	Logprobs      json.RawMessage `json:"logprobs"`
-	TopLogprobs   *int            `json:"top_logprobs"`
-	Stream        bool            `json:"stream"`
-	StreamOptions *struct {
+	Logprobs    json.RawMessage `json:"logprobs"`
+	TopLogprobs *int            `json:"top_logprobs"`
+	// PromptLogprobs is checked as vLLM checks it, then refused.
+	PromptLogprobs json.RawMessage `json:"prompt_logprobs"`
+	Stream         bool            `json:"stream"`
+	StreamOptions  *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 }
@@ -275,6 +277,17 @@ func (p *parsed) sampling(req *apiRequest) *apiError {
 		}
 		return v
 	}
+	// prompt_logprobs: vLLM's protocol checks come first (check_logprobs).
+	promptK, err := intOrBool(req.PromptLogprobs, "prompt_logprobs")
+	switch {
+	case err != nil:
+		return err
+	case promptK == nil:
+	case req.Stream && (*promptK > 0 || *promptK == -1):
+		return param(badRequest("`prompt_logprobs` are not available when `stream=True`."), "prompt_logprobs")
+	case *promptK < -1:
+		return param(badRequest("`prompt_logprobs` must be a positive value or -1."), "prompt_logprobs")
+	}
 	if p.chat {
 		var on bool
 		if len(req.Logprobs) > 0 && json.Unmarshal(req.Logprobs, &on) != nil {
@@ -292,29 +305,51 @@ func (p *parsed) sampling(req *apiRequest) *apiError {
 		case on:
 			k = all(top)
 		}
-	} else if len(req.Logprobs) > 0 && string(req.Logprobs) != "null" {
-		// An int to vLLM's pydantic model, which reads a boolean as 1 or 0;
-		// unlike top_logprobs, never -1.
-		var v int
-		var b bool
+	} else {
+		// Unlike top_logprobs, never -1.
+		v, err := intOrBool(req.Logprobs, "logprobs")
 		switch {
-		case json.Unmarshal(req.Logprobs, &b) == nil:
-			if b {
-				v = 1
-			}
-		case json.Unmarshal(req.Logprobs, &v) != nil:
-			return param(badRequest("`logprobs` must be an integer."), "logprobs")
-		}
-		if v < 0 {
+		case err != nil:
+			return err
+		case v == nil:
+		case *v < 0:
 			return param(badRequest("`logprobs` must be a positive value."), "logprobs")
+		default:
+			k = *v
 		}
-		k = v
 	}
 	if k > maxLogprobs {
 		return param(badRequest(fmt.Sprintf("Requested sample logprobs of %d, which is greater than max allowed: %d", k, maxLogprobs)), "logprobs")
 	}
+	if promptK != nil {
+		if n := all(*promptK); n > maxLogprobs {
+			return param(badRequest(fmt.Sprintf("Requested prompt logprobs of %d, which is greater than max allowed: %d", n, maxLogprobs)), "prompt_logprobs")
+		}
+		// A value vLLM would serve: the simulator scores a prompt only
+		// for an echo with logprobs, so it refuses rather than ignore it.
+		return param(badRequest("prompt_logprobs is not supported by the simulator"), "prompt_logprobs")
+	}
 	p.logprobs = k
 	return nil
+}
+
+// intOrBool reads an optional integer field of vLLM's request models:
+// nil when absent or null; a boolean is 1 or 0, as pydantic reads it.
+func intOrBool(raw json.RawMessage, name string) (*int, *apiError) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var v int
+	var b bool
+	switch {
+	case json.Unmarshal(raw, &b) == nil:
+		if b {
+			v = 1
+		}
+	case json.Unmarshal(raw, &v) != nil:
+		return nil, param(badRequest("`"+name+"` must be an integer."), name)
+	}
+	return &v, nil
 }
 
 // chatEcho is what a chat's echo repeats: the last message, if it is the

@@ -198,6 +198,33 @@ func TestCompletionLogprobs(t *testing.T) {
 	})
 }
 
+// TestPromptLogprobsRefused: the simulator does not score prompts on their
+// own, so prompt_logprobs is never silently dropped: values vLLM refuses
+// get vLLM's errors (protocol.py check_logprobs, then _validate_logprobs
+// with --max-logprobs 20, -1 being the vocabulary), and values it would
+// serve get a 400 naming the simulator. null is as absent.
+func TestPromptLogprobsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := start(t, DefaultConfig())
+		msgs := `"messages":[{"role":"user","content":"hi"}]`
+		for _, c := range []struct{ path, body string }{
+			{"/v1/completions", `"prompt":"hi"`},
+			{"/v1/chat/completions", msgs},
+		} {
+			wantError(t, s, c.path, `{`+c.body+`,"prompt_logprobs":"1"}`, "`prompt_logprobs` must be an integer.", "prompt_logprobs")
+			wantError(t, s, c.path, `{`+c.body+`,"prompt_logprobs":1,"stream":true}`, "`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs")
+			wantError(t, s, c.path, `{`+c.body+`,"prompt_logprobs":-1,"stream":true}`, "`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs")
+			wantError(t, s, c.path, `{`+c.body+`,"prompt_logprobs":-2}`, "`prompt_logprobs` must be a positive value or -1.", "prompt_logprobs")
+			wantError(t, s, c.path, `{`+c.body+`,"prompt_logprobs":21}`, "Requested prompt logprobs of 21, which is greater than max allowed: 20", "prompt_logprobs")
+			wantError(t, s, c.path, `{`+c.body+`,"prompt_logprobs":-1}`, "Requested prompt logprobs of 128256, which is greater than max allowed: 20", "prompt_logprobs")
+			for _, v := range []string{"0", "5", "true"} {
+				wantError(t, s, c.path, `{`+c.body+`,"prompt_logprobs":`+v+`}`, "prompt_logprobs is not supported by the simulator", "prompt_logprobs")
+			}
+			checkStatus(t, do(s, http.MethodPost, c.path, `{`+c.body+`,"max_tokens":1,"prompt_logprobs":null}`), http.StatusOK)
+		}
+	})
+}
+
 // TestChatLogprobs: logprobs: true with top_logprobs comes back in vLLM's
 // chat shape (content entries with bytes and exactly top_logprobs
 // alternatives), streamed chunk by chunk.

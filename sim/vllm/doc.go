@@ -26,7 +26,9 @@
 //     20. The values are simulated: each token is its position's most
 //     likely, with a logprob from a fixed cycle, and its alternatives are
 //     other words, each 2 lower. With echo the prompt is scored too, and,
-//     as vLLM skips the prefix cache for prompt logprobs, computed whole;
+//     as vLLM skips the prefix cache for prompt logprobs, computed whole.
+//     prompt_logprobs is checked as vLLM checks it, then refused: the
+//     simulator does not score prompts on their own;
 //   - GET /v1/models, GET /health (HEAD is 405, as FastAPI's routes
 //     do not add it to GET);
 //   - /metrics with vLLM's own metric names, types and labels, for any
