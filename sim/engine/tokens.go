@@ -89,9 +89,13 @@ func RenderChat(msgs []Message, tools string) string {
 		b.WriteString(m.Content)
 		b.WriteString("<|eot_id|>")
 	}
-	b.WriteString("<|start_header_id|>assistant<|end_header_id|>\n\n")
+	b.WriteString(GenerationPrompt)
 	return b.String()
 }
+
+// GenerationPrompt ends a rendered chat: the assistant's header, which a
+// template adds with add_generation_prompt (vLLM's default).
+const GenerationPrompt = "<|start_header_id|>assistant<|end_header_id|>\n\n"
 
 // fillerWords are output tokens: CharsPerToken characters each, so that the
 // stand-in tokenizer counts generated text exactly as it was generated.

@@ -13,15 +13,19 @@ import (
 // that matter to the simulation; other sampling parameters are accepted
 // and ignored (the filler's text does not depend on them).
 type apiRequest struct {
-	Model               string          `json:"model"`
-	Prompt              json.RawMessage `json:"prompt"`
-	Messages            []chatMessage   `json:"messages"`
-	Tools               json.RawMessage `json:"tools"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	N                   *int            `json:"n"`
-	Temperature         *float64        `json:"temperature"`
-	Echo                bool            `json:"echo"`
+	Model    string          `json:"model"`
+	Prompt   json.RawMessage `json:"prompt"`
+	Messages []chatMessage   `json:"messages"`
+	Tools    json.RawMessage `json:"tools"`
+	// AddGenerationPrompt (vLLM's default true) ends the rendered chat
+	// with the assistant's header; without it the reply continues the
+	// last message's turn.
+	AddGenerationPrompt *bool    `json:"add_generation_prompt"`
+	MaxTokens           *int     `json:"max_tokens"`
+	MaxCompletionTokens *int     `json:"max_completion_tokens"`
+	N                   *int     `json:"n"`
+	Temperature         *float64 `json:"temperature"`
+	Echo                bool     `json:"echo"`
 	// Logprobs is an integer for completions (how many alternatives) and
 	// a boolean for chat, which counts them in TopLogprobs.
 	Logprobs    json.RawMessage `json:"logprobs"`
@@ -50,6 +54,7 @@ type parsed struct {
 	chat         bool
 	stream       bool
 	includeUsage bool
+	role         string // a chat reply's: vLLM's get_chat_request_role
 	tokens       []uint32
 	maxTokens    int // the engine's; 1 for an echo with max_tokens 0
 	n            int // choices: engine requests sharing the prompt
@@ -83,9 +88,16 @@ func (s *Server) parse(body []byte, chat bool) (*parsed, *apiError) {
 	}
 	var err *apiError
 	if chat {
-		p.tokens, err = chatTokens(req.Messages, req.Tools)
-		if err == nil && req.Echo {
-			p.echo = chatEcho(req.Messages)
+		addGen := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
+		p.tokens, err = chatTokens(req.Messages, req.Tools, addGen)
+		if err == nil {
+			p.role = "assistant"
+			if !addGen {
+				p.role = req.Messages[len(req.Messages)-1].Role
+			}
+			if req.Echo {
+				p.echo = chatEcho(req.Messages, p.role)
+			}
 		}
 	} else {
 		var pieces []string
@@ -187,11 +199,12 @@ func tokenIDs(ids []int64) ([]uint32, *apiError) {
 	return out, nil
 }
 
-// chatTokens renders messages and tools with the stand-in chat template.
-// tools, when present and not null, must be a JSON array; it is rendered
-// compacted, as a template re-serializes it, so its whitespace in the
-// body does not change the prompt's tokens.
-func chatTokens(msgs []chatMessage, tools json.RawMessage) ([]uint32, *apiError) {
+// chatTokens renders messages and tools with the stand-in chat template,
+// with the generation prompt if addGen. tools, when present and not null,
+// must be a JSON array; it is rendered compacted, as a template
+// re-serializes it, so its whitespace in the body does not change the
+// prompt's tokens.
+func chatTokens(msgs []chatMessage, tools json.RawMessage, addGen bool) ([]uint32, *apiError) {
 	if len(msgs) == 0 {
 		return nil, badRequest("messages must not be empty")
 	}
@@ -210,7 +223,11 @@ func chatTokens(msgs []chatMessage, tools json.RawMessage) ([]uint32, *apiError)
 	if err != nil {
 		return nil, err
 	}
-	return engine.Tokenize(engine.RenderChat(conv, rendered)), nil
+	text := engine.RenderChat(conv, rendered)
+	if !addGen {
+		text = strings.TrimSuffix(text, engine.GenerationPrompt)
+	}
+	return engine.Tokenize(text), nil
 }
 
 // toolsText is the text a chat's tools render to: "" when absent or
@@ -352,12 +369,11 @@ func intOrBool(raw json.RawMessage, name string) (*int, *apiError) {
 	return &v, nil
 }
 
-// chatEcho is what a chat's echo repeats: the last message, if it is the
-// assistant's, whose turn the response continues (vLLM compares it with
-// the response's role).
-func chatEcho(msgs []chatMessage) string {
+// chatEcho is what a chat's echo repeats: the last message, if its role
+// is the reply's, whose turn the reply continues (vLLM compares them).
+func chatEcho(msgs []chatMessage, role string) string {
 	last := msgs[len(msgs)-1]
-	if last.Role != "assistant" {
+	if last.Role != role {
 		return ""
 	}
 	text, _ := contentText(last.Content)

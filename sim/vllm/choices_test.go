@@ -8,6 +8,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/prefixring/prefixring/sim/engine"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -195,6 +196,44 @@ func TestCompletionLogprobs(t *testing.T) {
 		wantError(t, s, "/v1/completions", `{"prompt":"hi","logprobs":-1}`, "`logprobs` must be a positive value.", "logprobs")
 		wantError(t, s, "/v1/completions", `{"prompt":"hi","logprobs":-2}`, "`logprobs` must be a positive value.", "logprobs")
 		wantError(t, s, "/v1/completions", `{"prompt":"hi","logprobs":"2"}`, "`logprobs` must be an integer.", "logprobs")
+	})
+}
+
+// TestChatWithoutGenerationPrompt: add_generation_prompt false renders
+// the conversation without the assistant's opening header, so the prompt
+// is shorter, and the reply continues the last message's turn: vLLM's
+// get_chat_request_role names it by that message's role, and echo repeats
+// that message whatever its role. Streamed, the opening delta carries
+// the same role.
+func TestChatWithoutGenerationPrompt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := start(t, DefaultConfig())
+		chat := func(extra string) chatResponse {
+			rec := do(s, http.MethodPost, "/v1/chat/completions", `{"messages":[{"role":"user","content":"Tell me"}],"max_tokens":2`+extra+`}`)
+			checkStatus(t, rec, http.StatusOK)
+			return decode[chatResponse](t, rec.Body)
+		}
+		with, without := chat(""), chat(`,"add_generation_prompt":false`)
+		header := len(engine.Tokenize(engine.RenderChat([]engine.Message{{Role: "user", Content: "Tell me"}}, "")))
+		bare := len(engine.Tokenize(strings.TrimSuffix(engine.RenderChat([]engine.Message{{Role: "user", Content: "Tell me"}}, ""), engine.GenerationPrompt)))
+		if with.Usage.PromptTokens != header || without.Usage.PromptTokens != bare || bare >= header {
+			t.Fatalf("prompt tokens %d with the generation prompt, %d without; want %d and %d",
+				with.Usage.PromptTokens, without.Usage.PromptTokens, header, bare)
+		}
+		if m := with.Choices[0].Message; m.Role != "assistant" || m.Content != " the and" {
+			t.Fatalf("with the generation prompt: %+v", m)
+		}
+		if m := without.Choices[0].Message; m.Role != "user" || m.Content != " the and" {
+			t.Fatalf("without the generation prompt: %+v", m)
+		}
+		if m := chat(`,"add_generation_prompt":false,"echo":true`).Choices[0].Message; m.Content != "Tell me the and" {
+			t.Fatalf("echo without the generation prompt: %q", m.Content)
+		}
+		rec := do(s, http.MethodPost, "/v1/chat/completions", `{"messages":[{"role":"user","content":"Tell me"}],"max_tokens":2,"add_generation_prompt":false,"stream":true}`)
+		first := decode[chatResponse](t, strings.NewReader(sseEvents(t, rec.Body.String())[0]))
+		if d := first.Choices[0].Delta; d == nil || d.Role != "user" {
+			t.Fatalf("streamed opening %+v, want role user", first.Choices[0])
+		}
 	})
 }
 

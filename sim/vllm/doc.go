@@ -7,7 +7,9 @@
 //     streaming (SSE "data:" chunks, "[DONE]", stream_options.include_usage),
 //     with usage.prompt_tokens_details.cached_tokens; a chat's messages
 //     and tools are rendered with a Llama-3-like template
-//     (engine.RenderChat) and prefilled as one prompt. A body must be
+//     (engine.RenderChat) and prefilled as one prompt; with
+//     add_generation_prompt false, without the assistant's header, the
+//     reply continuing the last message's turn under its role. A body must be
 //     declared application/json, or vLLM's 400 refuses it;
 //   - n: n engine requests, as vLLM v1 runs n child requests, the later
 //     ones finding the first one's prompt blocks in the prefix cache;
@@ -16,8 +18,8 @@
 //     is one child's, as vLLM's is. n > 1 with temperature 0 is refused,
 //     as in vLLM;
 //   - echo: a completion's prompt text before its output (max_tokens 0:
-//     the prompt alone, one token still generated), a chat's trailing
-//     assistant message before its reply. A prompt of token ids, which the
+//     the prompt alone, one token still generated), a chat's last
+//     message before its reply when its role is the reply's. A prompt of token ids, which the
 //     stand-in tokenizer cannot decode, echoes as vLLM's "token_id:N"
 //     placeholders;
 //   - logprobs (completions: an integer, or a boolean read as 1 or 0 as

@@ -151,7 +151,7 @@ func (s *Server) wholeResponse(w http.ResponseWriter, r *http.Request, c *call) 
 	if c.chat {
 		choices := make([]chatChoice, len(c.sts))
 		for i, st := range c.sts {
-			choices[i] = chatChoice{Index: i, Message: &chatMsg{Role: "assistant", Content: c.echo + c.outputText(0, st.req.Output)},
+			choices[i] = chatChoice{Index: i, Message: &chatMsg{Role: c.role, Content: c.echo + c.outputText(0, st.req.Output)},
 				FinishReason: ptr("length")}
 			if c.logprobs >= 0 {
 				choices[i].Logprobs = chatLogprobsOf(c.choiceTokens(0, st.req.Output), c.logprobs)
@@ -266,7 +266,7 @@ func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, c *call)
 func (c *call) appendOpening(buf []byte) []byte {
 	for i := range c.sts {
 		buf = appendEvent(buf, chatResponse{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model,
-			Choices: []chatChoice{{Index: i, Delta: &chatMsg{Role: "assistant"}}}})
+			Choices: []chatChoice{{Index: i, Delta: &chatMsg{Role: c.role}}}})
 	}
 	for i := range c.sts {
 		if c.echo != "" {
