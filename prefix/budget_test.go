@@ -187,11 +187,14 @@ func TestRouteOf(t *testing.T) {
 }
 
 func TestSessionKey(t *testing.T) {
-	if SessionKey("m", "s1") == SessionKey("m", "s2") || SessionKey("m", "s1") == SessionKey("m2", "s1") {
+	if SessionKey("m", "", "s1") == SessionKey("m", "", "s2") || SessionKey("m", "", "s1") == SessionKey("m2", "", "s1") {
 		t.Fatal("session keys collide")
 	}
-	if SessionKey("ab", "c") == SessionKey("a", "bc") {
-		t.Fatal("model/session boundary is ambiguous")
+	if SessionKey("m", "a", "s1") == SessionKey("m", "", "s1") || SessionKey("m", "a", "s1") == SessionKey("m", "b", "s1") {
+		t.Fatal("adapters share a session key")
+	}
+	if SessionKey("ab", "", "c") == SessionKey("a", "", "bc") || SessionKey("m", "ab", "c") == SessionKey("m", "a", "bc") {
+		t.Fatal("model/lora/session boundary is ambiguous")
 	}
 }
 
@@ -216,6 +219,27 @@ func TestModel(t *testing.T) {
 	} {
 		if got := Model([]byte(tc.body)); got != tc.want {
 			t.Errorf("Model(%s) = %q, want %q", tc.body, got, tc.want)
+		}
+	}
+}
+
+// ModelAndLora also reads SGLang's lora_path for the session key: the
+// first top-level member, a string or nothing, wherever it stands
+// relative to the model.
+func TestModelAndLora(t *testing.T) {
+	for _, tc := range []struct{ body, model, lora string }{
+		{`{"model":"llama","prompt":"hi"}`, "llama", ""},
+		{`{"lora_path":"sql","model":"llama"}`, "llama", "sql"},
+		{`{"model":"llama","messages":[{"lora_path":"inner"}],"lora_path":"sql"}`, "llama", "sql"},
+		{`{"lora_path":"first","lora_path":"second","model":"m"}`, "m", "first"},
+		{`{"model":"m","lora_path":["sql"]}`, "m", ""},
+		{`{"model":7,"lora_path":"sql"}`, "", "sql"},
+		{`{"lora_path":"sql"}`, "", "sql"},
+		{`{"model":"m","lora_path":"unterminated`, "m", ""},
+		{``, "", ""},
+	} {
+		if model, lora := ModelAndLora([]byte(tc.body)); model != tc.model || lora != tc.lora {
+			t.Errorf("ModelAndLora(%s) = %q, %q; want %q, %q", tc.body, model, lora, tc.model, tc.lora)
 		}
 	}
 }

@@ -91,6 +91,12 @@ func FuzzKey(f *testing.F) {
 				if got, want := xxhash.Sum64String(Model(body)), req.whole(req.model); got != want {
 					t.Fatalf("Model %q hashes %x, Key's model %x", Model(body), got, want)
 				}
+				// So does ModelAndLora, with the lora_path Key hashed.
+				model, lora := ModelAndLora(body)
+				if model != Model(body) || (req.lora == 0) != (lora == "") ||
+					req.lora != 0 && xxhash.Sum64String(lora) != req.whole(req.lora) {
+					t.Fatalf("ModelAndLora %q %q, Key's model and lora at %d %d", model, lora, req.model, req.lora)
+				}
 			}
 		}
 	})

@@ -70,7 +70,7 @@ func TestGoldenKeys(t *testing.T) {
 			t.Errorf("%s: key %#016x, golden %#016x", g.name, key, g.key)
 		}
 	}
-	if got, want := SessionKey("llama", "session-42"), uint64(0xf48f5c994f0d9b18); got != want {
+	if got, want := SessionKey("llama", "", "session-42"), uint64(0xf48f5c994f0d9b18); got != want {
 		t.Errorf("session key %#016x, golden %#016x", got, want)
 	}
 }

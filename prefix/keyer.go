@@ -151,15 +151,21 @@ func (k *Keyer) Prefixes(route Route, body []byte, dst []uint64) ([]uint64, erro
 
 // SessionKey is the affinity key of a request that carries a session id
 // (the X-Session-ID header): the client has told us which requests belong
-// together, which beats any guess from the body. The model is part of the
-// key because one session may switch models and each keeps its own cache.
-func SessionKey(model, session string) uint64 {
+// together, which beats any guess from the body. The model and SGLang's
+// lora_path are part of the key because one session may switch models or
+// adapters and each keeps its own cache. A lora "" (none) adds nothing,
+// so sessions without an adapter keep their keys.
+func SessionKey(model, lora, session string) uint64 {
 	var d xxhash.Digest
 	d.Reset()
 	d.WriteString("session")
 	d.Write([]byte{sepMessage})
 	d.WriteString(model)
 	d.Write([]byte{sepMessage})
+	if lora != "" {
+		d.WriteString(lora)
+		d.Write([]byte{sepRole})
+	}
 	d.WriteString(session)
 	return d.Sum64()
 }
@@ -171,30 +177,46 @@ func SessionKey(model, session string) uint64 {
 // quote), so the session path can key by model without parsing the body
 // for a prompt key.
 func Model(body []byte) string {
+	model, _ := topStrings(body, false)
+	return model
+}
+
+// ModelAndLora is Model and the body's first top-level "lora_path" member
+// when that is a string ("" otherwise, as the keyer leaves a non-string to
+// SGLang), reading no further than both.
+func ModelAndLora(body []byte) (model, lora string) { return topStrings(body, true) }
+
+func topStrings(body []byte, withLora bool) (model, lora string) {
 	s := scanner{b: body}
 	if s.peek() != '{' {
-		return ""
+		return "", ""
 	}
 	s.i++
-	for n := 0; ; {
+	modelSeen, loraSeen := false, !withLora
+	for n := 0; !modelSeen || !loraSeen; {
 		key, ok, err := s.member(&n)
 		if err != nil || !ok {
-			return ""
+			return model, lora
 		}
-		if keyIs(key, "model") {
-			if s.b[s.i] != '"' {
-				return ""
-			}
+		var dst *string
+		switch {
+		case !modelSeen && keyIs(key, "model"):
+			modelSeen, dst = true, &model
+		case !loraSeen && keyIs(key, "lora_path"):
+			loraSeen, dst = true, &lora
+		}
+		if dst != nil && s.b[s.i] == '"' {
 			end := stringEnd(s.b, s.i+1)
 			if end < 0 {
-				return ""
+				return model, lora
 			}
-			return decodeString(s.b[s.i+1 : end])
+			*dst = decodeString(s.b[s.i+1 : end])
 		}
-		if s.skip() != nil {
-			return ""
+		if (!modelSeen || !loraSeen) && s.skip() != nil {
+			return model, lora
 		}
 	}
+	return model, lora
 }
 
 // decodeString decodes the content of a JSON string (between its quotes)

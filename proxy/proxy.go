@@ -218,10 +218,12 @@ func (rt *Router) requestOf(r *http.Request, route prefix.Route, body []byte) (r
 	}
 	if h := rt.cfg.SessionHeader; h != "" {
 		if s := r.Header.Get(h); s != "" {
-			// The model is part of the session's key: a session that
-			// switches models has a cache per model. Model reads only the
-			// model member; the body is still forwarded unparsed.
-			return ring.Request{Key: prefix.SessionKey(prefix.Model(body), s), Keyed: true, Session: true, Tokens: tokens}, nil
+			// The model and SGLang's lora_path are part of the session's
+			// key: a session that switches models or adapters has a cache
+			// per each. ModelAndLora reads only those members; the body is
+			// still forwarded unparsed.
+			model, lora := prefix.ModelAndLora(body)
+			return ring.Request{Key: prefix.SessionKey(model, lora, s), Keyed: true, Session: true, Tokens: tokens}, nil
 		}
 	}
 	if len(body) == 0 {

@@ -306,7 +306,7 @@ func TestSessionHeaderOverridesPrefix(t *testing.T) {
 
 // A session that switches models keeps one cache per model on its
 // servers, so the session header's key includes the body's model
-// (prefix.SessionKey(model, session)): one session, two models, two keys;
+// (prefix.SessionKey(model, lora, session)): one session, two models, two keys;
 // one model, any prompt, one key. The session path still forwards bodies
 // the keyer would refuse: a body whose model cannot be read keys as the
 // session alone instead of being rejected.
@@ -323,7 +323,7 @@ func TestSessionKeyIncludesTheModel(t *testing.T) {
 		return req.Key
 	}
 	llama := key(`{"model":"llama","prompt":"hello"}`)
-	if want := prefix.SessionKey("llama", "user-42"); llama != want {
+	if want := prefix.SessionKey("llama", "", "user-42"); llama != want {
 		t.Fatalf("session key %#x, want SessionKey(llama, user-42) %#x", llama, want)
 	}
 	if qwen := key(`{"prompt":"hello","model":"qwen"}`); qwen == llama {
@@ -332,8 +332,44 @@ func TestSessionKeyIncludesTheModel(t *testing.T) {
 	if other := key(`{"model":"ll\u0061ma","prompt":"a different prompt"}`); other != llama {
 		t.Fatal("one session and one model (escaped) got two keys")
 	}
-	if odd := key(`not json at all`); odd != prefix.SessionKey("", "user-42") {
+	if odd := key(`not json at all`); odd != prefix.SessionKey("", "", "user-42") {
 		t.Fatalf("unreadable body keyed %#x, want the session alone", odd)
+	}
+}
+
+// TestSessionKeyIncludesTheLoraPath: SGLang picks a LoRA adapter per
+// request with a string lora_path, and an adapter keeps its own cache as a
+// model does, so a session that switches adapters gets a key per adapter;
+// a lora_path that is not a string is left to SGLang and keys as none.
+func TestSessionKeyIncludesTheLoraPath(t *testing.T) {
+	f := newFixture(t, 1)
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	r.Header.Set("X-Session-ID", "user-42")
+	key := func(body string) uint64 {
+		t.Helper()
+		req, aerr := f.router.requestOf(r, prefix.RouteChat, []byte(body))
+		if aerr != nil || !req.Keyed || !req.Session {
+			t.Fatalf("%s: %+v %v", body, req, aerr)
+		}
+		return req.Key
+	}
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	base := key(`{"model":"llama",` + msgs + `}`)
+	sql := key(`{"model":"llama","lora_path":"sql",` + msgs + `}`)
+	if want := prefix.SessionKey("llama", "sql", "user-42"); sql != want {
+		t.Fatalf("session key %#x, want SessionKey(llama, sql, user-42) %#x", sql, want)
+	}
+	if sql == base {
+		t.Fatal("a session with and without an adapter got one key")
+	}
+	if code := key(`{"lora_path":"code",` + msgs + `,"model":"llama"}`); code == sql || code == base {
+		t.Fatal("one session under two adapters got one key")
+	}
+	if again := key(`{` + msgs + `,"lora_path":"sql","model":"llama"}`); again != sql {
+		t.Fatal("one session and one adapter got two keys")
+	}
+	if odd := key(`{"model":"llama","lora_path":["sql"],` + msgs + `}`); odd != base {
+		t.Fatal("a lora_path that is not a string changed the key")
 	}
 }
 

@@ -162,7 +162,7 @@ func (ck *callKey) request(c *workload.Call, at time.Duration) ring.Request {
 	req := policy.BodyRequest(k, route, body, key, h, ck.blocks)
 	if ck.sessions {
 		// As serve keys a request carrying the session header.
-		req = ring.Request{Key: prefix.SessionKey(Model, strconv.Itoa(c.Session)), Keyed: true, Session: true, Tokens: req.Tokens}
+		req = ring.Request{Key: prefix.SessionKey(Model, "", strconv.Itoa(c.Session)), Keyed: true, Session: true, Tokens: req.Tokens}
 	}
 	if r != nil {
 		r.sketch.Observe(key.Prefixes)
