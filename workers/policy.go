@@ -158,25 +158,42 @@ func metadataName(host string) bool {
 	return false
 }
 
-// embeddedV4 is the IPv4 address an IPv6 address carries by a
+// embeddedV4 lists the IPv4 addresses an IPv6 address carries by a
 // translation scheme, which a host or a network on the path may turn into
 // a connection to that IPv4 address: IPv4-compatible (::a.b.c.d, not :: or
-// ::1), NAT64's well-known prefix (64:ff9b::/96) and 6to4 (2002::/16).
-// (IPv4-mapped addresses are unmapped before.)
-func embeddedV4(ip netip.Addr) (netip.Addr, bool) {
+// ::1), SIIT's IPv4-translated (::ffff:0:a.b.c.d, RFC 2765), NAT64's
+// well-known prefix (64:ff9b::/96), NAT64's local-use prefix
+// (64:ff9b:1::/48, RFC 8215) and 6to4 (2002::/16). (IPv4-mapped addresses
+// are unmapped before.)
+func embeddedV4(ip netip.Addr) []netip.Addr {
 	if !ip.Is6() {
-		return netip.Addr{}, false
+		return nil
 	}
 	b := ip.As16()
+	v4 := func(i, j, k, l int) netip.Addr { return netip.AddrFrom4([4]byte{b[i], b[j], b[k], b[l]}) }
 	switch {
-	case isZero(b[:12]) && !(isZero(b[12:15]) && b[15] <= 1):
-		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case isZero(b[:12]) && !(isZero(b[12:15]) && b[15] <= 1),
+		isZero(b[:8]) && b[8] == 0xff && b[9] == 0xff && isZero(b[10:12]):
+		return []netip.Addr{v4(12, 13, 14, 15)}
 	case b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && isZero(b[4:12]):
-		return netip.AddrFrom4([4]byte(b[12:16])), true
+		return []netip.Addr{v4(12, 13, 14, 15)}
+	case b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4] == 0x00 && b[5] == 0x01:
+		// The network picks a prefix length of /48 to /96 inside it, and
+		// RFC 6052 places the IPv4 address by that length, skipping byte
+		// 8: the router cannot know which, so it looks through each. A
+		// shorter form's all-zero reading is the padding of a longer one,
+		// not an address.
+		out := []netip.Addr{v4(12, 13, 14, 15)}
+		for _, a := range []netip.Addr{v4(6, 7, 9, 10), v4(7, 9, 10, 11), v4(9, 10, 11, 12)} {
+			if !a.IsUnspecified() {
+				out = append(out, a)
+			}
+		}
+		return out
 	case b[0] == 0x20 && b[1] == 0x02:
-		return netip.AddrFrom4([4]byte(b[2:6])), true
+		return []netip.Addr{v4(2, 3, 4, 5)}
 	}
-	return netip.Addr{}, false
+	return nil
 }
 
 func isZero(b []byte) bool {
@@ -198,8 +215,12 @@ func refusedAddr(ip netip.Addr) bool {
 	if refused(ip) {
 		return true
 	}
-	v4, ok := embeddedV4(ip)
-	return ok && refused(v4)
+	for _, v4 := range embeddedV4(ip) {
+		if refused(v4) {
+			return true
+		}
+	}
+	return false
 }
 
 func (p Policy) checkHost(u, host string) error {

@@ -25,8 +25,11 @@ func TestPolicyRefusesURLs(t *testing.T) {
 		"http://[::ffff:169.254.169.254]", "http://[fd00:ec2::254]", "http://100.100.100.200",
 		"http://0.0.0.0:8000", "http://[::]:8000", "http://255.255.255.255", "http://224.0.0.1:8000", "http://[ff02::1]:8000",
 		"http://168.63.129.16", "http://[fd20:ce::254]",
-		// IPv4 addresses inside IPv6 ones: IPv4-compatible, NAT64, 6to4
+		// IPv4 addresses inside IPv6 ones: IPv4-compatible, NAT64, 6to4,
+		// NAT64's local-use prefix (RFC 8215) in RFC 6052's /96 and /48
+		// forms, SIIT's IPv4-translated form (RFC 2765)
 		"http://[::169.254.169.254]", "http://[64:ff9b::169.254.169.254]", "http://[2002:a9fe:a9fe::1]",
+		"http://[64:ff9b:1::169.254.169.254]", "http://[64:ff9b:1:a9fe:0:a9fe::]", "http://[::ffff:0:169.254.169.254]",
 		// the metadata services' own names (a name is not resolved here)
 		"http://metadata", "http://metadata.google.internal", "http://METADATA.GOOGLE.INTERNAL.", "http://metadata.goog",
 		"http://instance-data", "http://instance-data.ec2.internal", "http://instance-data.us-west-2.compute.internal",
@@ -45,6 +48,8 @@ func TestPolicyRefusesURLs(t *testing.T) {
 func TestPolicyAcceptsUsableURLs(t *testing.T) {
 	for _, u := range []string{
 		"http://10.0.0.7:8000", "https://10.0.0.7", "http://127.0.0.1:30001", "http://[2001:db8::1]:8000",
+		// usable IPv4 addresses inside the same IPv6 forms
+		"http://[64:ff9b:1::10.0.0.7]:8000", "http://[::ffff:0:10.0.0.7]:8000",
 		"http://sglang-0.sglang.default.svc:8000", "HTTP://Worker-1:8000/", "http://10.0.0.7:8000/prefix",
 		"http://10.0.0.7:8000/" + strings.Repeat("a", 512-len("http://10.0.0.7:8000/")),
 	} {
