@@ -11,6 +11,9 @@ import (
 // client's credentials and content headers (an inference server behind it
 // checks its own API key), and strips only what is its own: the session
 // header it keyed the request by, and Expect, which it answered itself.
+// A client's own X-Idempotency-Key passes too: the router's nil-valued one,
+// which marks every request replayable to the Transport, must not replace
+// it.
 func TestClientHeadersReachTheUpstream(t *testing.T) {
 	f := newFixture(t, 1)
 	got := make(chan http.Header, 1)
@@ -20,14 +23,14 @@ func TestClientHeadersReachTheUpstream(t *testing.T) {
 		io.WriteString(w, `{}`)
 	})
 	resp := f.post(t, "/v1/chat/completions", chatBody("s", "u"),
-		"Authorization", "Bearer sk-secret-123", "OpenAI-Organization", "org-1", "X-Session-ID", "sess-9")
+		"Authorization", "Bearer sk-secret-123", "OpenAI-Organization", "org-1", "X-Session-ID", "sess-9", "X-Idempotency-Key", "idem-7")
 	readAll(t, resp.Body)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
 	h := <-got
 	if h.Get("Authorization") != "Bearer sk-secret-123" || h.Get("OpenAI-Organization") != "org-1" ||
-		h.Get("Content-Type") != "application/json" {
+		h.Get("Content-Type") != "application/json" || h.Get("X-Idempotency-Key") != "idem-7" {
 		t.Fatalf("upstream saw headers %v", h)
 	}
 	if h.Get("X-Session-ID") != "" || h.Get("Expect") != "" {

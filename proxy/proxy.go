@@ -268,9 +268,10 @@ func (rt *Router) rewrite(pr *httputil.ProxyRequest) {
 // keep-alive connection turns out closed (uvicorn, under vLLM, drops idle
 // connections after 5 s: a request can meet that close in flight): GetBody
 // plus the nil-valued X-Idempotency-Key, which marks the request
-// replayable to the Transport and is not sent on the wire. Inference
-// requests have no side effects beyond compute, the same reason failed
-// tries are retried elsewhere.
+// replayable to the Transport and is not sent on the wire (a client's own
+// X-Idempotency-Key marks it too, and is sent). Inference requests have no
+// side effects beyond compute, the same reason failed tries are retried
+// elsewhere.
 func (rt *Router) outgoing(out *http.Request, x *exchange) *http.Request {
 	out.URL = rt.target(x.lease.Endpoint, x)
 	out.Host = ""
@@ -278,7 +279,11 @@ func (rt *Router) outgoing(out *http.Request, x *exchange) *http.Request {
 		out.Body = x.body.reader()
 		out.GetBody = x.body.getBody
 	}
-	out.Header["X-Idempotency-Key"] = nil
+	if _, ok := out.Header["X-Idempotency-Key"]; !ok {
+		// A client's own key marks it replayable just the same, and
+		// goes on to the upstream.
+		out.Header["X-Idempotency-Key"] = nil
+	}
 	return out
 }
 
