@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -260,5 +261,40 @@ func TestUpstreamErrorsAreOpenAIShaped(t *testing.T) {
 		if body := readAll(t, resp.Body); resp.StatusCode != tc.status || (body != openAI500 && body != vllm400) {
 			t.Errorf("JSON error not passed through: %d %s", resp.StatusCode, body)
 		}
+	}
+}
+
+// TestStalledFailedAnswerIsNotWaitedFor: a 503 whose body never comes (its
+// headers promise ten bytes, then nothing) is retried elsewhere at once.
+// Before the fix the router drained the failed answer for its connection's
+// reuse with no bound but StreamIdleTimeout, so the client waited that
+// long (5 minutes by default) for an answer the next endpoint had ready.
+func TestStalledFailedAnswerIsNotWaitedFor(t *testing.T) {
+	f := newFixture(t, 2, func(c *Config) { c.StreamIdleTimeout = time.Minute })
+	var tries atomic.Int64
+	for _, u := range f.ups {
+		u.setHandler(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			if tries.Add(1) == 1 {
+				w.Header().Set("Content-Length", "10")
+				w.WriteHeader(503)
+				w.(http.Flusher).Flush()
+				<-r.Context().Done() // the router gives up on the body
+				return
+			}
+			io.WriteString(w, `{}`)
+		})
+	}
+	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/v1/completions", strings.NewReader(`{"model":"m","prompt":"x"}`))
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("no answer while the failed try's body stalled: %v", err)
+	}
+	body := readAll(t, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || tries.Load() != 2 {
+		t.Fatalf("status %d after %d tries: %s", resp.StatusCode, tries.Load(), body)
 	}
 }
