@@ -35,6 +35,12 @@ func cleanPath(u *url.URL) bool {
 			return false
 		}
 	}
+	return cleanSegments(p)
+}
+
+// cleanSegments reports whether p, which starts with "/", has no dot
+// segments and no empty ones (a trailing slash aside).
+func cleanSegments(p string) bool {
 	segs := strings.Split(strings.TrimSuffix(p[1:], "/"), "/")
 	for _, s := range segs {
 		if s == "." || s == ".." || (s == "" && len(segs) > 1) {

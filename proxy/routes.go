@@ -65,6 +65,14 @@ func Public(rt http.Handler, ops Ops) http.Handler {
 		case p == "/readyz":
 			h = readyz
 		case workers != nil && (p == "/workers" || strings.HasPrefix(p, "/workers/")):
+			// ServeMux would answer a path it cleans with a redirect in
+			// plain text, before the token check; a worker's id may hold
+			// encoded slashes (its URL, query-escaped), so cleanPath's
+			// rules do not apply, only the segments ServeMux cleans.
+			if !cleanSegments(r.URL.EscapedPath()) {
+				writeError(w, errBadPath)
+				return
+			}
 			workers.ServeHTTP(w, r)
 			return
 		default:

@@ -208,3 +208,35 @@ func TestWorkersAPIOneEndpointOneWorker(t *testing.T) {
 		t.Fatalf("DELETE by another spelling: %d %v, members %v", code, body, reg.Members())
 	}
 }
+
+// TestPublicWorkersPathsAreCleanOrRefused: on the public listener a
+// /workers path with dot or empty segments gets the router's 400 in
+// OpenAI's shape, as every other path there does. Before the fix the
+// workers API's ServeMux answered it with an HTML redirect to the cleaned
+// path (/workers/../v1/models to /v1/models), before any token check.
+func TestPublicWorkersPathsAreCleanOrRefused(t *testing.T) {
+	reg := workers.NewSet("r0", nil, 0)
+	h := Public(http.NotFoundHandler(), Ops{Workers: &WorkersAPI{Registry: reg}, PublicWorkers: true})
+	for _, p := range []string{"/workers/../v1/models", "/workers//x", "/workers/a/./b", "/workers//"} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", p, nil)
+		req.RemoteAddr = "127.0.0.1:5000"
+		req.Host = "dstack"
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusBadRequest || rec.Header().Get("Content-Type") != "application/json" ||
+			!strings.Contains(rec.Body.String(), `"code":"invalid_path"`) {
+			t.Errorf("%s: %d %q %s", p, rec.Code, rec.Header().Get("Content-Type"), rec.Body)
+		}
+	}
+	// A worker's id, its URL query-escaped, still reaches the API.
+	for _, p := range []string{"/workers/", "/workers/http%3A%2F%2F10.0.0.7%3A8000"} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", p, nil)
+		req.RemoteAddr = "127.0.0.1:5000"
+		req.Host = "dstack"
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), `"code":"worker_not_found"`) {
+			t.Errorf("%s: %d %s", p, rec.Code, rec.Body)
+		}
+	}
+}
