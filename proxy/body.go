@@ -320,14 +320,22 @@ func bufClass(n int) int {
 // read, and a client waiting for 100 Continue, which sends no body now,
 // is not waited for at all (the connection closes after the answer).
 func (rt *Router) refuse(w http.ResponseWriter, r *http.Request, e *apiError) {
+	wait := rt.cfg.ClientBodyTimeout
+	if strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		wait = 0
+	}
+	bodyWait(w, r, wait)
+	rt.reject(w, e)
+}
+
+// bodyWait bounds net/http's read of the body a handler answers without
+// reading (net/http reads up to 256 KiB of it before the answer, to keep
+// the connection, with no deadline of its own): past wait it stops, and
+// the connection closes after the answer.
+func bodyWait(w http.ResponseWriter, r *http.Request, wait time.Duration) {
 	if r.ContentLength != 0 {
-		wait := rt.cfg.ClientBodyTimeout
-		if strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
-			wait = 0
-		}
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(wait))
 	}
-	rt.reject(w, e)
 }
 
 func bodyError(err error) *apiError {

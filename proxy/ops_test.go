@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prefixring/prefixring/ring"
+	"github.com/prefixring/prefixring/workers"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -238,6 +239,39 @@ func TestReadyzReportsDegradedButStaysReady(t *testing.T) {
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 		if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), "degraded") != (w != "") {
 			t.Fatalf("degraded %q: %d %s", w, rec.Code, rec.Body)
+		}
+	}
+}
+
+// TestPublicRoutesDoNotWaitForUnsentBodies: a request to /healthz or
+// /readyz, or one the workers API refuses, that declares a body and never
+// sends it, is answered at once; the public listener's own routes read no
+// body. Before the fix net/http waited, with no deadline, for the body it
+// reads before answering (to keep the connection): the client got no
+// answer and held the connection for as long as it liked.
+func TestPublicRoutesDoNotWaitForUnsentBodies(t *testing.T) {
+	ops := Ops{
+		Status:        func() ([]ring.EndpointStatus, int64) { return []ring.EndpointStatus{{ID: "a", Healthy: true}}, 0 },
+		Workers:       &WorkersAPI{Registry: workers.NewSet("r0", nil, 0)},
+		PublicWorkers: true,
+	}
+	srv := serve(t, DefaultServerConfig(), Public(http.NotFoundHandler(), ops))
+	for _, tc := range []struct {
+		head   string
+		status int
+	}{
+		{"GET /healthz", http.StatusOK},
+		{"POST /healthz", http.StatusMethodNotAllowed},
+		{"GET /readyz", http.StatusOK},
+		{"POST /workers", http.StatusForbidden}, // Host is not dstack
+	} {
+		raw := tc.head + " HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
+		resp, _, err := rawExchange(t, srv.addr, raw, 10*time.Second)
+		if err != nil {
+			t.Fatalf("%s: no answer: %v", tc.head, err)
+		}
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: %d, want %d", tc.head, resp.StatusCode, tc.status)
 		}
 	}
 }

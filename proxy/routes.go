@@ -79,6 +79,8 @@ func Public(rt http.Handler, ops Ops) http.Handler {
 			rt.ServeHTTP(w, r)
 			return
 		}
+		// These routes take no body: one is not waited for (bodyWait).
+		bodyWait(w, r, 0)
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			writeError(w, errMethod(w, http.MethodGet, http.MethodHead))
 			return

@@ -93,6 +93,7 @@ func (a *WorkersAPI) auth(next http.Handler, public bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.Token == "" {
 			if e := localCaller(r, public); e != nil {
+				bodyWait(w, r, 0) // refused unread: not waited for
 				writeError(w, e)
 				return
 			}
@@ -104,6 +105,7 @@ func (a *WorkersAPI) auth(next http.Handler, public bool) http.Handler {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if h := sha256.Sum256([]byte(got)); !ok || subtle.ConstantTimeCompare(h[:], want[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="prefixring admin"`)
+			bodyWait(w, r, 0)
 			writeError(w, errUnauthorized)
 			return
 		}
