@@ -74,10 +74,10 @@ func (t *retrying) RoundTrip(out *http.Request) (*http.Response, error) {
 		if errors.Is(err, errEndpointGone) {
 			// Never sent: the balancer's view still held an endpoint the
 			// set had just forgotten (endpoints leaving in quick
-			// succession). It costs no retry; x.tried bounds the picks.
+			// succession). It is no retry, so neither bound applies
+			// (retries off included); x.tried bounds the picks.
 			try--
-		}
-		if try >= cfg.MaxRetries || time.Since(x.start) >= cfg.RetryTimeout {
+		} else if try >= cfg.MaxRetries || time.Since(x.start) >= cfg.RetryTimeout {
 			return resp, err
 		}
 		req := x.req
