@@ -48,12 +48,42 @@ func markResponses(h http.Handler) http.Handler {
 			// must not outlive it.
 			_ = c.SetWriteDeadline(time.Time{})
 			if c.ambiguous.Load() {
-				w.Header().Set("Connection", "close") // RFC 9112 §6.1; see framing.go
+				w = &closing{ResponseWriter: w} // RFC 9112 §6.1; see framing.go
 			}
 		}
 		h.ServeHTTP(w, r)
 	})
 }
+
+// closing answers with Connection: close, set on the final answer's header
+// as it is written rather than once up front: ReverseProxy clears the
+// header map after passing on an upstream's 1xx, which took an early
+// Connection: close with it.
+type closing struct {
+	http.ResponseWriter
+	final bool // the final answer's head is written
+}
+
+func (c *closing) WriteHeader(code int) {
+	if code >= 200 && !c.final {
+		c.Header().Set("Connection", "close")
+		c.final = true
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+// Write sets it too, for an answer with no WriteHeader.
+func (c *closing) Write(p []byte) (int, error) {
+	if !c.final {
+		c.Header().Set("Connection", "close")
+		c.final = true
+	}
+	return c.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the server's writer (Flush,
+// deadlines, Hijack).
+func (c *closing) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 func trackIdle(c net.Conn, st http.ConnState) {
 	if cc, ok := c.(*cannedConn); ok && st == http.StateIdle {

@@ -93,3 +93,51 @@ func TestHeadScan(t *testing.T) {
 		}
 	}
 }
+
+// TestAmbiguousRequestClosesEvenAfterA1xx: the Connection: close that
+// answers a request with both Content-Length and Transfer-Encoding holds
+// when the upstream sends an informational answer (103 Early Hints) before
+// its final one. Before the fix ReverseProxy, which clears the response
+// header map after passing a 1xx on, dropped it with the 1xx's headers:
+// the final answer kept the connection open.
+func TestAmbiguousRequestClosesEvenAfterA1xx(t *testing.T) {
+	f := newFixture(t, 1)
+	f.ups[0].setHandler(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{}`)
+	})
+	body := `{"model":"m","prompt":"x"}`
+	c, err := net.Dial("tcp", f.srv.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+	br := bufio.NewReader(c)
+	var resp *http.Response
+	hints := 0
+	for {
+		if resp, err = http.ReadResponse(br, nil); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode >= 200 {
+			break
+		}
+		hints++
+	}
+	io.Copy(io.Discard, resp.Body)
+	if hints != 1 || resp.StatusCode != 200 {
+		t.Fatalf("%d informational answers, then %d: the test proves nothing", hints, resp.StatusCode)
+	}
+	if !resp.Close {
+		t.Fatal("no Connection: close after the 1xx")
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("connection still open after the answer: read %v", err)
+	}
+}
