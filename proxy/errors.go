@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -104,13 +105,13 @@ func upstreamError(status int) *apiError {
 // normalizeError replaces the body of an upstream error response that is
 // not JSON with an OpenAI-style error of the same status. JSON errors pass
 // unchanged: vLLM, SGLang and llama.cpp already answer in OpenAI's shape,
-// with the detail a client needs.
-func normalizeError(resp *http.Response) {
+// with the detail a client needs. The body replaced is drained (abandon
+// is its try's).
+func normalizeError(resp *http.Response, abandon context.CancelCauseFunc) {
 	if resp.StatusCode < 400 || isJSON(resp.Header) {
 		return
 	}
-	_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
-	resp.Body.Close()
+	drain(resp.Body, abandon)
 	b := upstreamError(resp.StatusCode).json()
 	for _, h := range []string{"Content-Encoding", "Content-Language", "Etag", "Last-Modified", "Content-Disposition"} {
 		resp.Header.Del(h)

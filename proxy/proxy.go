@@ -127,7 +127,8 @@ type exchange struct {
 	path   string // the client's path and query, sent to every try
 	query  string
 	req    ring.Request
-	lease  ring.Lease // the current try's
+	lease  ring.Lease              // the current try's
+	cancel context.CancelCauseFunc // the current try's: ends it, closing its connection
 	tried  []string
 	status int
 	start  time.Time // of the first try: the retry budget's origin
@@ -320,7 +321,7 @@ func (rt *Router) modifyResponse(resp *http.Response) error {
 			rt.log.Warn("upstream cut a stream", "endpoint", id, "err", err)
 		}}
 	} else {
-		normalizeError(resp)
+		normalizeError(resp, x.cancel)
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		resp.Body = &endBody{ReadCloser: resp.Body, atEnd: &x.atEnd}

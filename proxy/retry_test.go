@@ -298,3 +298,29 @@ func TestStalledFailedAnswerIsNotWaitedFor(t *testing.T) {
 		t.Fatalf("status %d after %d tries: %s", resp.StatusCode, tries.Load(), body)
 	}
 }
+
+// TestStalledErrorBodyIsNotWaitedFor: a non-JSON error answer whose body
+// never comes is passed on in OpenAI's shape at once: its body is
+// replaced, so nothing of it is worth waiting for. Before the fix the
+// router drained it first with no bound but StreamIdleTimeout.
+func TestStalledErrorBodyIsNotWaitedFor(t *testing.T) {
+	f := newFixture(t, 1, func(c *Config) { c.StreamIdleTimeout = time.Minute })
+	f.observed.inner = ignore{}
+	f.ups[0].setHandler(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(500)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/v1/completions", strings.NewReader(`{"model":"m","prompt":"x"}`))
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("no answer while the error's body stalled: %v", err)
+	}
+	defer resp.Body.Close()
+	assertAPIError(t, resp, 500, "upstream_error")
+}

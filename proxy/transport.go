@@ -65,7 +65,7 @@ func (t *retrying) RoundTrip(out *http.Request) (*http.Response, error) {
 	x := exchangeOf(out)
 	cfg := t.rt.cfg
 	for try := 0; ; try++ {
-		resp, abandon, err := t.send(out, x)
+		resp, err := t.send(out, x)
 		if !retryable(resp, err) || out.Context().Err() != nil {
 			return resp, err
 		}
@@ -90,7 +90,7 @@ func (t *retrying) RoundTrip(out *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("%w (%w: %v)", err, errNoCandidate, perr)
 		}
 		t.rt.metrics.retried(failed)
-		discard(resp, abandon)
+		discard(resp, x.cancel)
 		x.lease.Release()
 		x.lease = next
 		out = t.rt.outgoing(out.Clone(out.Context()), x)
@@ -110,23 +110,28 @@ func retryable(resp *http.Response, err error) bool {
 	return false
 }
 
-// drainWait bounds the wait for a failed answer's body in discard: an
-// error body comes with its headers, and one that does not is not worth
-// the client's time (its connection is closed instead).
-const drainWait = time.Second
-
-var errDrainStalled = errors.New("failed answer's body stalled while drained")
-
-// discard drains a little of a failed response, so its connection can be
-// reused, and closes it. A body that stalls is not waited for past
-// drainWait: abandon ends its try, which closes the connection.
+// discard drains a failed response and closes it.
 func discard(resp *http.Response, abandon context.CancelCauseFunc) {
 	if resp != nil {
-		stalled := time.AfterFunc(drainWait, func() { abandon(errDrainStalled) })
-		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
-		stalled.Stop()
-		resp.Body.Close()
+		drain(resp.Body, abandon)
 	}
+}
+
+// drainWait bounds the wait for the body of an answer the client will not
+// see (drain): an error body comes with its headers, and one that does not
+// is not worth the client's time.
+const drainWait = time.Second
+
+var errDrainStalled = errors.New("upstream body stalled while drained")
+
+// drain reads a little of an unwanted body, so its connection can be
+// reused, and closes it. A body that stalls is not waited for past
+// drainWait: abandon, its try's, ends the try, which closes the connection.
+func drain(body io.ReadCloser, abandon context.CancelCauseFunc) {
+	stalled := time.AfterFunc(drainWait, func() { abandon(errDrainStalled) })
+	_, _ = io.CopyN(io.Discard, body, 64<<10)
+	stalled.Stop()
+	body.Close()
 }
 
 func statusOf(resp *http.Response) int {
@@ -142,19 +147,20 @@ func statusOf(resp *http.Response) int {
 // request's fingerprint, so a request that fails everywhere is told from
 // an endpoint that fails (upstream.Set.ObserveServerError); a resend on a fresh
 // connection inside the Transport (a reused keep-alive connection the
-// server had closed) never reaches here. A response comes with the
-// try's abandon, which ends the try (discard's bound).
-func (t *retrying) send(out *http.Request, x *exchange) (*http.Response, context.CancelCauseFunc, error) {
+// server had closed) never reaches here. The try's abandon is kept in
+// x.cancel: drain ends a try whose unwanted body stalls with it.
+func (t *retrying) send(out *http.Request, x *exchange) (*http.Response, error) {
 	id := x.lease.Endpoint
 	if out.URL.Host == "" {
 		if out.Body != nil {
 			out.Body.Close() // RoundTrip's contract: the body is always closed
 		}
-		return nil, nil, errEndpointGone
+		return nil, errEndpointGone
 	}
 	start := time.Now()
 	client := out.Context()
 	try, abandon := context.WithCancelCause(client)
+	x.cancel = abandon
 	alive, release := t.rt.targets.Hold(id)
 	stop := context.AfterFunc(alive, func() {
 		if hook := endpointDownHook.Load(); hook != nil {
@@ -185,7 +191,7 @@ func (t *retrying) send(out *http.Request, x *exchange) (*http.Response, context
 			resp.Body.Close()
 			err = context.Cause(try)
 		}
-		return nil, nil, fmt.Errorf("%w: %w", errEndpointDown, err)
+		return nil, fmt.Errorf("%w: %w", errEndpointDown, err)
 	}
 	switch {
 	case client.Err() != nil:
@@ -198,14 +204,14 @@ func (t *retrying) send(out *http.Request, x *exchange) (*http.Response, context
 		t.rt.observeSuccess(id)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		// The body is the tunnel's connection (an io.ReadWriteCloser,
 		// which ReverseProxy needs): no wrapper, no idle timeout.
-		return resp, abandon, nil
+		return resp, nil
 	}
 	resp.Body = newIdleBody(resp.Body, t.rt.cfg.StreamIdleTimeout, abandon)
 	resp.Body = &timedBody{ReadCloser: resp.Body, start: start, endpoint: id, lease: x.lease, rt: t.rt, ctx: client}
-	return resp, abandon, nil
+	return resp, nil
 }
