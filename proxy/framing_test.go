@@ -141,3 +141,32 @@ func TestAmbiguousRequestClosesEvenAfterA1xx(t *testing.T) {
 		t.Fatalf("connection still open after the answer: read %v", err)
 	}
 }
+
+// TestNoInformationalAnswerToHTTP10: an upstream's 1xx (103 Early Hints)
+// is not passed on to an HTTP/1.0 client, which knows no 1xx and would
+// take it for the final answer (RFC 9110 §15.2: a server MUST NOT send
+// one); the final answer is. An HTTP/1.1 client still gets the 1xx.
+// Before the fix the HTTP/1.0 client read "103 Early Hints" with the real
+// answer as its body.
+func TestNoInformationalAnswerToHTTP10(t *testing.T) {
+	f := newFixture(t, 1)
+	f.ups[0].setHandler(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{}`)
+	})
+	body := `{"model":"m","prompt":"x"}`
+	for proto, want := range map[string]int{"HTTP/1.0": 200, "HTTP/1.1": 103} {
+		resp, _, err := rawExchange(t, f.srv.addr,
+			fmt.Sprintf("POST /v1/completions %s\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", proto, len(body), body), 10*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", proto, err)
+		}
+		if resp.StatusCode != want {
+			t.Errorf("%s client: first answer %d, want %d", proto, resp.StatusCode, want)
+		}
+	}
+}

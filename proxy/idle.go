@@ -75,10 +75,22 @@ type deadlineWriter struct {
 	// so FlushError reads atEnd only once a write, made after the read
 	// that set it, has set hold.
 	hold bool
+	// http10: the client speaks HTTP/1.0, which has no 1xx (WriteHeader).
+	http10 bool
 }
 
 func newDeadlineWriter(w http.ResponseWriter, d time.Duration, atEnd *bool) *deadlineWriter {
 	return &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d, atEnd: atEnd}
+}
+
+// WriteHeader passes on an informational answer (an upstream's 103, which
+// ReverseProxy forwards) only to a client that knows them: an HTTP/1.0
+// client would take it for the final answer (RFC 9110 §15.2).
+func (w *deadlineWriter) WriteHeader(code int) {
+	if w.http10 && code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *deadlineWriter) Write(p []byte) (int, error) {

@@ -189,7 +189,9 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength > 0 {
 		r.Body = noBody{}
 	}
-	rt.proxy.ServeHTTP(newDeadlineWriter(w, rt.cfg.ClientWriteTimeout, &x.atEnd), r)
+	dw := newDeadlineWriter(w, rt.cfg.ClientWriteTimeout, &x.atEnd)
+	dw.http10 = !r.ProtoAtLeast(1, 1)
+	rt.proxy.ServeHTTP(dw, r)
 }
 
 // noBody stands for the client's body, already read.
