@@ -6,9 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -107,46 +107,62 @@ func TestStreamOutlivesTheBodyTimeout(t *testing.T) {
 // it starts its background read (server.go, startBackgroundRead), so the
 // handler's context survives.
 func TestServerReadTimeoutIsATotalDeadline(t *testing.T) {
-	type outcome struct {
-		readErr  error
-		canceled bool
-	}
-	out := make(chan outcome, 1)
-	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, err := io.ReadAll(r.Body)
-		if err != nil {
-			out <- outcome{readErr: err}
-			return
+	// In a bubble on memNet: ReadTimeout counts from the connection's
+	// first read, so on real sockets a client stalled for 100 ms between
+	// its dial and its request (a busy machine) was cut before the handler
+	// ran, and the test waited for its outcome forever.
+	synctest.Test(t, func(t *testing.T) {
+		type outcome struct {
+			readErr  error
+			canceled bool
 		}
-		select {
-		case <-r.Context().Done():
-			out <- outcome{canceled: true}
-		case <-time.After(300 * time.Millisecond): // a response 3x ReadTimeout
-			out <- outcome{}
-		}
-	}))
-	s.Config.ReadTimeout = 100 * time.Millisecond
-	s.Start()
-	defer s.Close()
-	trickle := func(pieces int) io.Reader {
-		pr, pw := io.Pipe()
-		go func() {
-			for range pieces {
-				time.Sleep(30 * time.Millisecond)
-				pw.Write([]byte("x"))
+		out := make(chan outcome, 1)
+		mem := newMemNet()
+		s := &http.Server{ReadTimeout: 100 * time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, err := io.ReadAll(r.Body)
+			if err != nil {
+				out <- outcome{readErr: err}
+				return
 			}
-			pw.Close()
-		}()
-		return pr
-	}
-	go s.Client().Post(s.URL, "text/plain", trickle(10)) // 300 ms of steady body
-	if o := <-out; o.readErr == nil {
-		t.Fatal("ReadTimeout no longer bounds the whole body: revisit the body timeout's design")
-	}
-	go s.Client().Post(s.URL, "text/plain", strings.NewReader("x"))
-	if o := <-out; o.readErr != nil || o.canceled {
-		t.Fatalf("ReadTimeout now cuts responses after the body (%+v): revisit the server's doc", o)
-	}
+			select {
+			case <-r.Context().Done():
+				out <- outcome{canceled: true}
+			case <-time.After(300 * time.Millisecond): // a response 3x ReadTimeout
+				out <- outcome{}
+			}
+		})}
+		go s.Serve(mem.listen("server:80"))
+		defer s.Close()
+		client := &http.Client{Transport: &http.Transport{DialContext: mem.DialContext}}
+		defer client.CloseIdleConnections()
+		trickle := func(pieces int) io.Reader {
+			pr, pw := io.Pipe()
+			go func() {
+				for range pieces {
+					time.Sleep(30 * time.Millisecond)
+					if _, err := pw.Write([]byte("x")); err != nil {
+						return // the server hung up
+					}
+				}
+				pw.Close()
+			}()
+			return pr
+		}
+		post := func(body io.Reader) {
+			if resp, err := client.Post("http://server:80", "text/plain", body); err == nil {
+				resp.Body.Close()
+			}
+		}
+		go post(trickle(10)) // 300 ms of steady body
+		if o := <-out; o.readErr == nil {
+			t.Fatal("ReadTimeout no longer bounds the whole body: revisit the body timeout's design")
+		}
+		go post(strings.NewReader("x"))
+		if o := <-out; o.readErr != nil || o.canceled {
+			t.Fatalf("ReadTimeout now cuts responses after the body (%+v): revisit the server's doc", o)
+		}
+		synctest.Wait() // both clients have their answers
+	})
 }
 
 // TestIdleClientConnectionsAreClosed: a keep-alive connection idle for
