@@ -57,24 +57,37 @@ func TestStalledBodyIs408(t *testing.T) {
 
 // TestSlowSteadyBodyIsAccepted: the body timeout is between reads, not for
 // the whole body: a body trickling in for longer than the timeout is fine.
+// In a bubble on memNet, so that a busy machine stalling the client or the
+// router past the 200 ms between two pieces cannot fail it.
 func TestSlowSteadyBodyIsAccepted(t *testing.T) {
-	f := newFixture(t, 1, func(c *Config) { c.ClientBodyTimeout = 200 * time.Millisecond })
-	pr, pw := io.Pipe()
-	go func() {
-		body := `{"model":"m","prompt":"` + strings.Repeat("slow ", 20) + `"}`
-		for i := 0; i < len(body); i += 10 {
-			pw.Write([]byte(body[i:min(i+10, len(body))]))
-			time.Sleep(30 * time.Millisecond) // 13 pieces: ~400 ms in all
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixtureWith(t, 1, fixtureOpts{mem: newMemNet(), cfg: func(c *Config) { c.ClientBodyTimeout = 200 * time.Millisecond }})
+		pr, pw := io.Pipe()
+		wrote := make(chan struct{})
+		defer func() { pr.Close(); <-wrote }() // on a failure too: a bubble must end with no goroutine left
+		go func() {
+			defer close(wrote)
+			body := `{"model":"m","prompt":"` + strings.Repeat("slow ", 20) + `"}`
+			for i := 0; i < len(body); i += 10 {
+				if _, err := pw.Write([]byte(body[i:min(i+10, len(body))])); err != nil {
+					return
+				}
+				time.Sleep(30 * time.Millisecond) // 13 pieces: 390 ms in all
+			}
+			pw.Close()
+		}()
+		start := time.Now()
+		resp, err := f.srv.Client().Post(f.srv.URL+"/v1/completions", "application/json", pr)
+		if err != nil {
+			t.Fatal(err)
 		}
-		pw.Close()
-	}()
-	resp, err := f.srv.Client().Post(f.srv.URL+"/v1/completions", "application/json", pr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body := readAll(t, resp.Body); resp.StatusCode != 200 {
-		t.Fatalf("%d %s", resp.StatusCode, body)
-	}
+		if body := readAll(t, resp.Body); resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		if took := time.Since(start); took <= 200*time.Millisecond {
+			t.Fatalf("the body took %v, not past the body timeout: the test proves nothing", took)
+		}
+	})
 }
 
 // TestStreamOutlivesTheBodyTimeout: once the body is read its deadline is

@@ -34,7 +34,11 @@ type fakeServer struct {
 	hung   atomic.Bool // answers nothing, its health probe included
 }
 
-func newUpstream(t *testing.T, name string) *fakeServer {
+func newUpstream(t *testing.T, name string) *fakeServer { return newUpstreamOn(t, name, nil) }
+
+// newUpstreamOn is newUpstream listening on mem at name:80 instead, when
+// mem is not nil.
+func newUpstreamOn(t *testing.T, name string, mem *memNet) *fakeServer {
 	u := &fakeServer{name: name}
 	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if u.hung.Load() {
@@ -65,6 +69,10 @@ func newUpstream(t *testing.T, name string) *fakeServer {
 		case http.StateClosed, http.StateHijacked:
 			u.open.Add(-1)
 		}
+	}
+	if mem != nil {
+		u.Listener.Close()
+		u.Listener = mem.listen(name + ":80")
 	}
 	u.Start()
 	t.Cleanup(func() {
@@ -131,21 +139,24 @@ type testServer struct {
 
 func (s *testServer) Client() *http.Client { return s.client }
 
-// serve starts a public Server for h with cfg on 127.0.0.1; the test's
-// cleanup closes it.
-func serve(t *testing.T, cfg ServerConfig, h http.Handler) *testServer {
+// serve starts a public Server for h with cfg on 127.0.0.1, or on mem at
+// router:80 when mem is not nil; the test's cleanup closes it.
+func serve(t *testing.T, cfg ServerConfig, h http.Handler, mem *memNet) *testServer {
 	t.Helper()
 	srv, err := NewServer(cfg, h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	var ln net.Listener
+	tr := &http.Transport{}
+	if mem != nil {
+		ln, tr.DialContext = mem.listen("router:80"), mem.DialContext
+	} else if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
-	client := &http.Client{Transport: &http.Transport{}}
+	client := &http.Client{Transport: tr}
 	t.Cleanup(func() {
 		client.CloseIdleConnections()
 		srv.Close()
@@ -162,6 +173,10 @@ type fixtureOpts struct {
 	targets   func(Targets) Targets // wraps the endpoint set the router resolves through
 	health    func(*upstream.HealthConfig)
 	ring      func(*ring.Config)
+	// mem puts the router, its upstreams and its admin server on an
+	// in-memory network, for tests that run in a synctest bubble (no
+	// real socket may: it would stop the bubble's clock).
+	mem *memNet
 }
 
 func newFixture(t *testing.T, n int, tweak ...func(*Config)) *fixture {
@@ -200,7 +215,7 @@ func newFixtureWith(t *testing.T, n int, o fixtureOpts) *fixture {
 	t.Cleanup(func() { cancel(); <-running })
 	var urls []string
 	for i := range n {
-		u := newUpstream(t, fmt.Sprintf("up%d", i))
+		u := newUpstreamOn(t, fmt.Sprintf("up%d", i), o.mem)
 		f.ups = append(f.ups, u)
 		urls = append(urls, u.URL)
 	}
@@ -214,6 +229,9 @@ func newFixtureWith(t *testing.T, n int, o fixtureOpts) *fixture {
 		o.cfg(&cfg)
 	}
 	f.transport = NewTransport(cfg)
+	if o.mem != nil {
+		f.transport.DialContext = o.mem.DialContext
+	}
 	t.Cleanup(f.transport.CloseIdleConnections)
 	f.observed = &observed{inner: f.endpoints, failures: map[string]int{}}
 	var tr http.RoundTripper = f.transport
@@ -234,8 +252,13 @@ func newFixtureWith(t *testing.T, n int, o fixtureOpts) *fixture {
 		o.server(&scfg)
 	}
 	ops := Ops{Gatherer: f.reg, Status: bal.Status, LoadFactor: 1.25, Draining: f.draining.Load}
-	f.srv = serve(t, scfg, Public(rt, ops))
-	f.admin = httptest.NewServer(Admin(ops))
+	f.srv = serve(t, scfg, Public(rt, ops), o.mem)
+	f.admin = httptest.NewUnstartedServer(Admin(ops))
+	if o.mem != nil {
+		f.admin.Listener.Close()
+		f.admin.Listener = o.mem.listen("admin:80")
+	}
+	f.admin.Start()
 	t.Cleanup(f.admin.Close)
 	return f
 }

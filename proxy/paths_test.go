@@ -241,7 +241,7 @@ func TestHandlerResponsesAreNeverRewritten(t *testing.T) {
 		buf.WriteString("HTTP/1.1 400 Bad Request" + cannedHeaders + "400 Bad Request")
 		buf.Flush()
 	})
-	srv := serve(t, DefaultServerConfig(), h)
+	srv := serve(t, DefaultServerConfig(), h, nil)
 	resp, body, err := rawExchange(t, srv.addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
