@@ -130,18 +130,24 @@ func sendBody(t *testing.T, p *proc, body string) (string, string) {
 	return resp.Header.Get("X-Prefixring-Endpoint"), resp.Header.Get("X-Prefixring-Decision")
 }
 
-// spillSequence sends 10 held requests of the hot prompt, 250ms apart, to
-// replicas in turn, and returns where each went.
-func spillSequence(t *testing.T, reps []*proc) []string {
+// spillSequence sends 10 requests of the hot prompt to replicas in turn,
+// each once every replica in reps counts the ones before it, and returns
+// where each went. The upstreams hold them all until the last is placed:
+// each pick sees every earlier one, on a machine of any speed (a fixed
+// 250 ms between sends and a 4 s hold raced the gossip on a busy one).
+func spillSequence(t *testing.T, up *upstreams, reps []*proc) []string {
+	up.delay.Store(int64(time.Hour))
 	var wg sync.WaitGroup
 	out := make([]string, 10)
 	for i := range out {
+		waitFor(t, fmt.Sprintf("every replica to count %d held requests", i), time.Minute, func() bool { return viewsAgree(t, reps, int64(i)) })
 		wg.Go(func() {
 			ep, d := send(t, reps[i%len(reps)])
 			out[i] = ep + " " + d
 		})
-		time.Sleep(250 * time.Millisecond)
 	}
+	waitFor(t, "every replica to count 10 held requests", time.Minute, func() bool { return viewsAgree(t, reps, 10) })
+	up.delay.Store(0) // releases the held requests
 	wg.Wait()
 	return out
 }
@@ -184,10 +190,9 @@ func TestGossipMultiProcess(t *testing.T) {
 
 	// A hot prefix spills the same way whichever replica receives it: the
 	// sequence through all three equals the sequence through r0 alone.
-	up.delay.Store(int64(4 * time.Second))
-	alone := spillSequence(t, reps[:1])
+	alone := spillSequence(t, up, reps[:1])
 	waitFor(t, "loads to drain", 10*time.Second, func() bool { return len(r0.cluster(t).Loads) == 0 })
-	spread := spillSequence(t, reps)
+	spread := spillSequence(t, up, reps)
 	t.Logf("through r0: %v\nround-robin: %v", alone, spread)
 	if fmt.Sprint(alone) != fmt.Sprint(spread) {
 		t.Fatalf("hot prefix spilled differently:\nthrough r0:  %v\nround-robin: %v", alone, spread)
