@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -62,6 +63,14 @@ func TestEndpointAnswering500sIsEjected(t *testing.T) {
 				readAll(t, resp.Body)
 				if resp.StatusCode != 200 {
 					failed.Add(1)
+				}
+				// The set ejects as it observes the failure; its
+				// dispatcher then updates the balancer, on a goroutine
+				// of its own. The bound below counts the tries that
+				// race the failures, not that goroutine's scheduling:
+				// on a busy machine it can run late by a whole test.
+				if err := f.endpoints.WaitDispatched(context.Background()); err != nil {
+					t.Error(err)
 				}
 			}
 		})
