@@ -222,11 +222,16 @@ func TestServeEndToEnd(t *testing.T) {
 				}
 			})
 		}
-		time.Sleep(500 * time.Millisecond)
+		// Requests flow, the victim dies, the router ejects it, and more
+		// requests flow: each step waits for what it needs, not for a
+		// time in which a busy machine may serve only a few requests.
+		waitUntil(t, "25 requests before the kill", func() bool { return total.Load() >= 25 })
 		victim := fleet.servers[1]
 		victim.CloseClientConnections()
 		victim.Close()
-		time.Sleep(1500 * time.Millisecond)
+		waitUntil(t, "the router to eject the killed upstream", func() bool { return ejected(t, r.Admin, victim.URL) })
+		after := total.Load()
+		waitUntil(t, "25 requests after the ejection", func() bool { return total.Load() >= after+25 })
 		close(stop)
 		wg.Wait()
 		if failed.Load() != 0 || total.Load() < 50 {
@@ -248,6 +253,41 @@ func TestServeEndToEnd(t *testing.T) {
 			}
 		}
 	})
+}
+
+// waitUntil polls ok until it holds, for up to a minute.
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !ok(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// ejected reports whether the router with admin address admin has
+// ejected the endpoint at url.
+func ejected(t *testing.T, admin, url string) bool {
+	t.Helper()
+	resp, err := http.Get(admin + "/debug/endpoints")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var eps []struct {
+		ID      string `json:"id"`
+		Ejected bool   `json:"ejected"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&eps); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range eps {
+		if e.ID == url {
+			return e.Ejected
+		}
+	}
+	t.Fatalf("%s not in /debug/endpoints: %+v", url, eps)
+	return false
 }
 
 // TestDrainOnSIGTERM: on SIGTERM /readyz fails at once while new requests
