@@ -255,7 +255,7 @@ func TestPublicRoutesDoNotWaitForUnsentBodies(t *testing.T) {
 		Workers:       &WorkersAPI{Registry: workers.NewSet("r0", nil, 0)},
 		PublicWorkers: true,
 	}
-	srv := serve(t, DefaultServerConfig(), Public(http.NotFoundHandler(), ops))
+	srv := serve(t, DefaultServerConfig(), Public(http.NotFoundHandler(), ops), nil)
 	for _, tc := range []struct {
 		head   string
 		status int
