@@ -315,7 +315,9 @@ func TestDrainOnSIGTERM(t *testing.T) {
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	})
 	fleet.handler.Store(&h)
-	const delay = 2 * time.Second
+	// A real process, so no clock to inject: the delay is long enough that
+	// a busy machine's stalls of a few seconds fit in each half of it.
+	const delay = 10 * time.Second
 	r := startRouter(t, "--endpoints", fleet.urls(), "--drain-delay", delay.String(), "--drain-timeout", "20s")
 
 	req, _ := http.NewRequest(http.MethodPost, r.URL+"/v1/chat/completions", strings.NewReader(`{"model":"llama","stream":true,"messages":[{"role":"user","content":"drain me"}]}`))
