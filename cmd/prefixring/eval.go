@@ -36,7 +36,8 @@ func evalCommand() *cli.Command {
 			"built-in workload at x0.25, x1 and x2 and on the Mooncake conversation trace (when --traces holds it) at x1 and x2,\n" +
 			"the demo's shape, closed loops, prefixring's bound and its gossip's interval and loss (--full: every policy, x4,\n" +
 			"1 and 8 replicas, the signals and key designs, the workloads' own sizes). With any axis flag, runs one grid:\n" +
-			"every combination of the comma lists given (the others at prefixring's defaults). Writes DIR/results.json,\n" +
+			"every combination of the comma lists given (the others at prefixring's defaults; --full and --traces,\n" +
+			"which shape the default study, are then warned about and have no effect). Writes DIR/results.json,\n" +
 			"DIR/report.md (the goals checked, in ranges over the seeds) and DIR/index.html (charts).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "workload", EnvVars: env("eval-workload"), Value: join(d.Workloads), Usage: "comma list of shared-prefix (SGLang's benchmark shape, Zipf-skewed groups), multi-turn, multi-turn-completions, agentic (closed loop: each turn after the previous answer, keyed by the production keyer on its JSON body) and trace:PATH (Mooncake format; requests that share a timestamp spread over its tick, under the seed) or trace-recorded:PATH (every request at its timestamp as written)"},
@@ -53,8 +54,8 @@ func evalCommand() *cli.Command {
 			&cli.StringFlag{Name: "concurrency", EnvVars: env("eval-concurrency"), Value: joinAny(d.Concurrency), Usage: "comma list of closed-loop session counts: that many conversations or agent loops at a time (0: the workload's own; open loop at its rate, the demo's 48)"},
 			&cli.StringFlag{Name: "gossip-loss", EnvVars: env("eval-gossip-loss"), Value: joinAny(d.GossipLoss), Usage: "comma list of the probability that a gossip publication is lost on its way to each other replica"},
 			&cli.StringFlag{Name: "seeds", EnvVars: env("eval-seeds"), Usage: "comma list of seeds; every point runs once per seed and the report shows ranges (default: --seed, or for the default study " + joinAny(eval.DefaultSeeds) + ")"},
-			&cli.BoolFlag{Name: "full", EnvVars: env("eval-full"), Usage: "the full study: every policy at 1, 3 and 8 router replicas, wider sweeps (docs/study.md gives its run time)"},
-			&cli.StringFlag{Name: "traces", EnvVars: env("eval-traces"), Value: eval.DefaultTraces, Usage: "folder holding the Mooncake traces the default study replays (conversation_trace.jsonl, synthetic_trace.jsonl); the study runs without them"},
+			&cli.BoolFlag{Name: "full", EnvVars: env("eval-full"), Usage: "the full default study (no effect beside an axis flag): every policy at 1, 3 and 8 router replicas, wider sweeps (docs/study.md gives its run time)"},
+			&cli.StringFlag{Name: "traces", EnvVars: env("eval-traces"), Value: eval.DefaultTraces, Usage: "folder holding the Mooncake traces the default study replays (conversation_trace.jsonl, synthetic_trace.jsonl); the study runs without them; no effect beside an axis flag (name a trace in --workload)"},
 			&cli.IntFlag{Name: "requests", EnvVars: env("eval-requests"), Usage: "cap on each workload's requests (a trace is cut to its first N; 0: the workload's own)"},
 			&cli.StringFlag{Name: "kv-blocks", EnvVars: env("eval-kv-blocks"), Usage: "comma list of KV cache blocks (16 tokens) per engine, the fleets; 0: the H100 profile's capacity (default study: 0 and " + fmt.Sprint(eval.SmallKVBlocks) + ")"},
 			&cli.BoolFlag{Name: "kv-capacity-unknown", EnvVars: env("eval-kv-capacity-unknown"), Usage: "hide the engines' KV capacity from the routers (as engines that do not report it): K is then unbounded, or with --kv-average bounded by c·average"},
@@ -98,14 +99,22 @@ func splitList[T any](name, s string, parse func(string) (T, error)) ([]T, error
 	return out, nil
 }
 
-func runEval(c *cli.Context) error {
-	cfg := eval.DefaultConfig(c.String("traces"), c.Bool("full"))
+// evalConfig turns eval's flags into the study to run; warnings name flags
+// given that have no effect.
+func evalConfig(c *cli.Context) (cfg eval.Config, warnings []string, err error) {
+	cfg = eval.DefaultConfig(c.String("traces"), c.Bool("full"))
 	if slices.ContainsFunc(gridFlags, c.IsSet) {
 		g, err := customGrid(c)
 		if err != nil {
-			return err
+			return cfg, nil, err
 		}
 		cfg.Grids, cfg.Seeds, cfg.Requests = []eval.Grid{g}, nil, 0
+		axis := gridFlags[slices.IndexFunc(gridFlags, c.IsSet)]
+		for _, f := range []string{"full", "traces"} {
+			if c.IsSet(f) {
+				warnings = append(warnings, "--"+f+" has no effect beside --"+axis+": it shapes the default study, which an axis flag replaces with one grid")
+			}
+		}
 	}
 	cfg.Seed = c.Uint64("seed")
 	if c.IsSet("seed") {
@@ -117,14 +126,14 @@ func runEval(c *cli.Context) error {
 	if c.IsSet("seeds") {
 		seeds, err := splitList("seeds", c.String("seeds"), func(s string) (uint64, error) { return strconv.ParseUint(s, 10, 64) })
 		if err != nil {
-			return err
+			return cfg, nil, err
 		}
 		cfg.Seeds = seeds
 	}
 	if c.IsSet("kv-blocks") {
 		kv, err := splitList("kv-blocks", c.String("kv-blocks"), strconv.Atoi)
 		if err != nil {
-			return err
+			return cfg, nil, err
 		}
 		for i := range cfg.Grids {
 			cfg.Grids[i].KVBlocks = kv
@@ -138,7 +147,7 @@ func runEval(c *cli.Context) error {
 	if c.IsSet("endpoint-urls") {
 		ids, err := endpointIDs(c.String("endpoint-urls"))
 		if err != nil {
-			return err
+			return cfg, nil, err
 		}
 		cfg.EndpointNames = ids
 		if !c.IsSet("endpoints") {
@@ -147,13 +156,22 @@ func runEval(c *cli.Context) error {
 			}
 		}
 	}
-	if cfg.Records = c.String("records"); cfg.Records != "" {
+	cfg.Records = c.String("records")
+	return cfg, warnings, cfg.Validate()
+}
+
+func runEval(c *cli.Context) error {
+	cfg, warnings, err := evalConfig(c)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		fmt.Fprintln(c.App.ErrWriter, "prefixring eval: warning:", w)
+	}
+	if cfg.Records != "" {
 		if err := os.MkdirAll(cfg.Records, 0o755); err != nil {
 			return err
 		}
-	}
-	if err := cfg.Validate(); err != nil {
-		return err
 	}
 	start := time.Now()
 	if loadgen.IsTerminal(os.Stderr) {

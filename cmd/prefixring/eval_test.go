@@ -9,7 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/prefixring/prefixring/internal/e2etest"
+	"github.com/prefixring/prefixring/sim/eval"
 )
 
 // prefixring eval writes the report folder and says where its page is,
@@ -97,6 +100,46 @@ func TestEvalEndpointURLs(t *testing.T) {
 			"--endpoint-urls", bad).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "10.0.0.7") {
 			t.Errorf("--endpoint-urls %s: %v\n%s", bad, err, out)
+		}
+	}
+}
+
+// runEvalFlags parses eval's flags from args and returns evalConfig's
+// answer.
+func runEvalFlags(t *testing.T, args ...string) (cfg eval.Config, warnings []string, err error) {
+	t.Helper()
+	app := &cli.App{Flags: evalCommand().Flags, Action: func(c *cli.Context) error {
+		cfg, warnings, err = evalConfig(c)
+		return nil
+	}}
+	if rerr := app.Run(append([]string{"prefixring"}, args...)); rerr != nil {
+		t.Fatal(rerr)
+	}
+	return cfg, warnings, err
+}
+
+// --full and --traces shape the default study; beside an axis flag, which
+// replaces it with one grid, each is warned about (until stop 42 both were
+// silently dropped). --seeds is no axis: the study runs over them.
+func TestEvalFlagsSayWhatCannotAct(t *testing.T) {
+	traces := t.TempDir()
+	for _, args := range [][]string{{"--full"}, {"--traces=" + traces}, {"--full", "--traces=" + traces}, nil} {
+		for _, study := range [][]string{nil, {"--seeds=1,2"}} {
+			if _, w, err := runEvalFlags(t, append(study, args...)...); err != nil || len(w) != 0 {
+				t.Errorf("%v %v (the default study): warnings %v, err %v", study, args, w, err)
+			}
+		}
+		for _, axis := range []string{"--workload=multi-turn", "--policies=chwbl", "--gossip-loss=0.1"} {
+			_, w, err := runEvalFlags(t, append([]string{axis}, args...)...)
+			if err != nil {
+				t.Errorf("%s %v: %v", axis, args, err)
+			}
+			for _, f := range args {
+				name := strings.SplitN(f, "=", 2)[0]
+				if !slices.ContainsFunc(w, func(s string) bool { return strings.Contains(s, name+" has no effect") }) {
+					t.Errorf("%s %v: warnings %v, want one naming %s", axis, args, w, name)
+				}
+			}
 		}
 	}
 }
