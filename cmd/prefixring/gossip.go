@@ -21,7 +21,7 @@ func gossipFlags() []cli.Flag {
 		&cli.StringFlag{Name: "gossip-bind", EnvVars: env("gossip-bind"), Usage: "host:port to gossip on (UDP and TCP), e.g. 0.0.0.0:7946; empty: no gossip, each replica balances on its own counts"},
 		&cli.StringFlag{Name: "gossip-advertise", EnvVars: env("gossip-advertise"), Usage: "host:port other replicas reach this one at (default: the bind address, or the first private IP when bound to 0.0.0.0)"},
 		&cli.StringSliceFlag{Name: "join", EnvVars: env("join"), Usage: "peers to join: host:port or host (gossip port assumed), IPs or DNS names such as a headless Service; re-resolved and retried every --gossip-rejoin-interval, so partitions heal"},
-		&cli.StringFlag{Name: "gossip-key", EnvVars: env("gossip-key"), Usage: "base64 of a 16-, 24- or 32-byte key encrypting gossip (as Consul and Serf take it); a replica without it can neither join nor inject state; gossip refuses to run without a key unless --gossip-insecure"},
+		&cli.StringFlag{Name: "gossip-key", EnvVars: env("gossip-key"), Usage: "base64 of a 16-, 24- or 32-byte key encrypting gossip (as Consul and Serf take it; surrounding whitespace is dropped); a replica without it can neither join nor inject state; gossip refuses to run without a key unless --gossip-insecure"},
 		&cli.StringFlag{Name: "gossip-key-file", EnvVars: env("gossip-key-file"), Usage: "read --gossip-key from this file (a mounted Secret); surrounding whitespace is dropped"},
 		&cli.BoolFlag{Name: "gossip-insecure", EnvVars: env("gossip-insecure"), Usage: "run gossip without a key, for local experiments only: any process that reaches the gossip port can then join and steer routing (logged at start, shown in /debug/cluster and as prefixring_gossip_insecure)"},
 		&cli.DurationFlag{Name: "gossip-interval", Value: d.Interval, EnvVars: env("gossip-interval"), Usage: "how often this replica sends its in-flight counts when they changed (less often in a cluster too large for --gossip-publish-rate); it sends them unchanged at least every second, or every interval if longer"},
@@ -47,10 +47,16 @@ var (
 // gossipKey reads --gossip-key or --gossip-key-file. Errors never quote
 // the key.
 func gossipKey(c *cli.Context) ([]byte, error) {
-	s, file := c.String("gossip-key"), c.String("gossip-key-file")
+	raw, file := c.String("gossip-key"), c.String("gossip-key-file")
+	// Surrounding whitespace is dropped, from the flag (or its environment
+	// variable) as from the file; a key of only whitespace is refused, not
+	// read as none.
+	s, flag := strings.TrimSpace(raw), "--gossip-key"
 	switch {
-	case s != "" && file != "":
+	case raw != "" && file != "":
 		return nil, errors.New("give --gossip-key or --gossip-key-file, not both")
+	case raw != "" && s == "":
+		return nil, errors.New("--gossip-key is only whitespace")
 	case file != "":
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -59,10 +65,11 @@ func gossipKey(c *cli.Context) ([]byte, error) {
 		if s = strings.TrimSpace(string(b)); s == "" {
 			return nil, fmt.Errorf("--gossip-key-file %s is empty", file)
 		}
+		flag = "--gossip-key-file " + file
 	}
 	key, err := gossip.ParseKey(s)
 	if err != nil {
-		return nil, fmt.Errorf("gossip key: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	return key, nil
 }

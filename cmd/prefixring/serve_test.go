@@ -258,9 +258,12 @@ func TestServeDefaultsAreTheDocumented(t *testing.T) {
 }
 
 // The gossip key is base64 of 16, 24 or 32 bytes, from --gossip-key or a
-// file (surrounding whitespace dropped), never both; a key of another
-// length or not base64 is refused, and no error quotes it. The admin
-// token's file reads alike.
+// file, never both; surrounding whitespace is dropped from either (a
+// Secret's value often ends in a newline: until stop 42 only the file's
+// was dropped, so the same Secret worked as a file and not through the
+// environment), and a key of only whitespace is refused rather than read
+// as none. A key of another length or not base64 is refused by flag name,
+// and no error quotes it. The admin token reads alike.
 func TestSecretFlags(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, s string) string {
@@ -285,6 +288,23 @@ func TestSecretFlags(t *testing.T) {
 	if cfg, _, err := runServeFlags(t, bind, "--gossip-key-file="+write("key", "\n  "+key(32)+"\n")); err != nil || len(cfg.Gossip.Key) != 32 {
 		t.Errorf("--gossip-key-file with whitespace around the key: %v", err)
 	}
+	t.Setenv("PREFIXRING_GOSSIP_KEY", "\t"+key(32)+" \n")
+	if cfg, _, err := runServeFlags(t, bind); err != nil || len(cfg.Gossip.Key) != 32 {
+		t.Errorf("PREFIXRING_GOSSIP_KEY with whitespace around the key: %v", err)
+	}
+	t.Setenv("PREFIXRING_GOSSIP_KEY", " \n")
+	if _, _, err := runServeFlags(t, bind, "--gossip-insecure"); err == nil || !strings.Contains(err.Error(), "--gossip-key") {
+		t.Errorf("PREFIXRING_GOSSIP_KEY of only whitespace: %v, want an error naming --gossip-key", err)
+	}
+	os.Unsetenv("PREFIXRING_GOSSIP_KEY") // t.Setenv restores it at the end
+	for _, bad := range []string{key(20), "not base64!"} {
+		if _, _, err := runServeFlags(t, bind, "--gossip-key="+bad); err == nil || !strings.Contains(err.Error(), "--gossip-key:") {
+			t.Errorf("key %q: %v, want an error naming --gossip-key", bad, err)
+		}
+		if _, _, err := runServeFlags(t, bind, "--gossip-key-file="+write("bad", bad)); err == nil || !strings.Contains(err.Error(), "--gossip-key-file") {
+			t.Errorf("key file holding %q: %v, want an error naming --gossip-key-file", bad, err)
+		}
+	}
 	for _, args := range [][]string{
 		{"--gossip-key-file=" + write("empty", " \n")},
 		{"--gossip-key-file=" + filepath.Join(dir, "missing")},
@@ -298,7 +318,13 @@ func TestSecretFlags(t *testing.T) {
 	if cfg, _, err := runServeFlags(t, "--admin-token-file="+write("token", "\ts3cret\n")); err != nil || cfg.Workers.Token != "s3cret" {
 		t.Errorf("--admin-token-file: token %q, %v", cfg.Workers.Token, err)
 	}
+	t.Setenv("PREFIXRING_ADMIN_TOKEN", "s3cret\n")
+	if cfg, _, err := runServeFlags(t); err != nil || cfg.Workers.Token != "s3cret" {
+		t.Errorf("PREFIXRING_ADMIN_TOKEN with a trailing newline: token %q, %v", cfg.Workers.Token, err)
+	}
+	os.Unsetenv("PREFIXRING_ADMIN_TOKEN")
 	for _, args := range [][]string{
+		{"--admin-token= \n"},
 		{"--admin-token-file=" + write("empty-token", "\n")},
 		{"--admin-token=s3cret", "--admin-token-file=" + write("token2", "s3cret")},
 	} {
