@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/prefixring/prefixring/gossip/core"
 
@@ -93,6 +94,20 @@ func gossipConfig(c *cli.Context) (cfg *gossip.Config, warnings []string, err er
 	key, err := gossipKey(c)
 	if err != nil {
 		return nil, nil, err
+	}
+	// gossip.Config reads a zero duration as its default: a flag's 0s
+	// would silently run that, so zero is refused here by the flag's name.
+	for _, d := range []struct {
+		flag string
+		min  time.Duration
+		want string
+	}{
+		{"gossip-interval", time.Millisecond, "at least 1ms"}, {"gossip-apply-lag", time.Millisecond, "at least 1ms"},
+		{"gossip-push-pull", 1, "positive"}, {"gossip-rejoin-interval", 1, "positive"}, {"gossip-stale-after", 1, "positive"},
+	} {
+		if v := c.Duration(d.flag); v < d.min {
+			return nil, nil, fmt.Errorf("--%s %v must be %s", d.flag, v, d.want)
+		}
 	}
 	g := gossip.DefaultConfig()
 	g.NodeName, g.BindAddr, g.AdvertiseAddr = c.String("node-name"), c.String("gossip-bind"), c.String("gossip-advertise")

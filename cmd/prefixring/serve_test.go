@@ -138,6 +138,22 @@ func TestServeFlagsSayWhatCannotAct(t *testing.T) {
 	}
 }
 
+// gossip.Config reads a zero duration as its default, so a gossip flag's
+// 0s would silently run the default: each duration flag refuses zero and
+// negatives by name, as --gossip-stale-after did (until stop 42
+// --gossip-interval, --gossip-push-pull, --gossip-rejoin-interval and
+// --gossip-apply-lag took 0s for their defaults).
+func TestGossipDurationFlagsMustBePositive(t *testing.T) {
+	for _, f := range []string{"gossip-interval", "gossip-push-pull", "gossip-rejoin-interval", "gossip-apply-lag", "gossip-stale-after"} {
+		for _, v := range []string{"0s", "-1s"} {
+			_, _, err := runServeFlags(t, "--gossip-bind=127.0.0.1:0", "--gossip-insecure", "--gossip-view=aligned", "--"+f+"="+v)
+			if err == nil || !strings.Contains(err.Error(), "--"+f) {
+				t.Errorf("--%s %s: %v, want an error naming the flag", f, v, err)
+			}
+		}
+	}
+}
+
 // --completion-history sizes the router's memory of completion prompts;
 // 0 turns it off and a negative size is refused.
 func TestServeCompletionHistoryFlag(t *testing.T) {
