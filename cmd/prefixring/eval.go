@@ -102,6 +102,10 @@ func splitList[T any](name, s string, parse func(string) (T, error)) ([]T, error
 // evalConfig turns eval's flags into the study to run; warnings name flags
 // given that have no effect.
 func evalConfig(c *cli.Context) (cfg eval.Config, warnings []string, err error) {
+	if err := checkRanges(c, atLeast("requests", 0), atLeast("kv-min-bound", 0), within("kv-capacity-factor", 0, ring.MaxLoadFactor),
+		kvLoadFactorRange(), atLeast("group-memory", 0)); err != nil {
+		return cfg, nil, err
+	}
 	cfg = eval.DefaultConfig(c.String("traces"), c.Bool("full"))
 	if slices.ContainsFunc(gridFlags, c.IsSet) {
 		g, err := customGrid(c)

@@ -109,6 +109,10 @@ func gossipConfig(c *cli.Context) (cfg *gossip.Config, warnings []string, err er
 			return nil, nil, fmt.Errorf("--%s %v must be %s", d.flag, v, d.want)
 		}
 	}
+	// 0 is the default rate, as documented.
+	if err := checkRanges(c, atLeast("gossip-publish-rate", 0)); err != nil {
+		return nil, nil, err
+	}
 	g := gossip.DefaultConfig()
 	g.NodeName, g.BindAddr, g.AdvertiseAddr = c.String("node-name"), c.String("gossip-bind"), c.String("gossip-advertise")
 	g.Join, g.Key = c.StringSlice("join"), key

@@ -27,7 +27,7 @@ func loadCommand() *cli.Command {
 			"   prefixring load --url http://127.0.0.1:8080 --workload multi-turn --concurrency 8 --stream\n" +
 			"   prefixring load --compare before.json after.json",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "url", EnvVars: env("load-url"), Usage: "comma-separated server roots (http://host:port)"},
+			&cli.StringFlag{Name: "url", EnvVars: env("load-url"), Usage: "comma-separated server roots (http://host:port); required"},
 			&cli.StringFlag{Name: "workload", EnvVars: env("load-workload"), Value: "multi-turn", Usage: "workload: " + strings.Join(workload.Names, ", ") + ", trace:PATH (Mooncake format; requests that share a timestamp spread over its tick) or trace-recorded:PATH (every request at its timestamp)"},
 			&cli.IntFlag{Name: "requests", EnvVars: env("load-requests"), Usage: "stop after this many requests (0: the whole workload)"},
 			&cli.IntFlag{Name: "concurrency", EnvVars: env("load-concurrency"), Usage: "closed loop: sessions in flight at once"},
@@ -48,6 +48,26 @@ func loadCommand() *cli.Command {
 		},
 		Action: runLoad,
 	}
+}
+
+// loadConfig turns load's flags into the run's configuration.
+func loadConfig(c *cli.Context) (loadgen.Config, error) {
+	cfg := loadgen.DefaultConfig()
+	if err := checkRanges(c, atLeast("requests", 0), atLeast("concurrency", 0), atLeast("max-tokens", 0),
+		atLeast("rate", 0), atLeast("think-scale", 0), positive("timeout")); err != nil {
+		return cfg, err
+	}
+	if c.String("url") == "" {
+		return cfg, errors.New("--url is needed: the server roots to drive")
+	}
+	cfg.URLs, cfg.EngineMetrics = loadgen.SplitList(c.String("url")), loadgen.SplitList(c.String("engine-metrics"))
+	cfg.Model, cfg.Stream = c.String("model"), c.Bool("stream")
+	cfg.Requests, cfg.Concurrency, cfg.Rate = c.Int("requests"), c.Int("concurrency"), c.Float64("rate")
+	cfg.ThinkScale, cfg.MaxTokens, cfg.Timeout, cfg.Seed = c.Float64("think-scale"), c.Int("max-tokens"), c.Duration("timeout"), c.Uint64("seed")
+	if c.Bool("progress") {
+		cfg.Progress = os.Stderr
+	}
+	return cfg, cfg.Validate()
 }
 
 func runLoad(c *cli.Context) error {
@@ -72,15 +92,8 @@ func runLoad(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q (report files go with --compare)", c.Args().Slice())
 	}
-	cfg := loadgen.DefaultConfig()
-	cfg.URLs, cfg.EngineMetrics = loadgen.SplitList(c.String("url")), loadgen.SplitList(c.String("engine-metrics"))
-	cfg.Model, cfg.Stream = c.String("model"), c.Bool("stream")
-	cfg.Requests, cfg.Concurrency, cfg.Rate = c.Int("requests"), c.Int("concurrency"), c.Float64("rate")
-	cfg.ThinkScale, cfg.MaxTokens, cfg.Timeout, cfg.Seed = c.Float64("think-scale"), c.Int("max-tokens"), c.Duration("timeout"), c.Uint64("seed")
-	if c.Bool("progress") {
-		cfg.Progress = os.Stderr
-	}
-	if err := cfg.Validate(); err != nil {
+	cfg, err := loadConfig(c)
+	if err != nil {
 		return err
 	}
 	sessions, err := workload.Named(c.String("workload"), cfg.Seed, c.Float64("rate-scale"))

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -137,6 +139,41 @@ func ringConfig(c *cli.Context) (ring.Config, error) {
 // warnings name flags given that have no effect.
 func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err error) {
 	cfg = router.DefaultConfig()
+	if err := checkRanges(c, within("load-factor", 1, ring.MaxLoadFactor), atLeast("min-bound", 0),
+		atLeast("group-spread", 0), atLeast("group-memory", 0), atLeast("kv-min-bound", 0),
+		within("kv-capacity-factor", 0, ring.MaxLoadFactor),
+		kvLoadFactorRange(),
+		atLeast("completion-history", 0), atLeast("max-body-bytes", 1), atLeast("max-retries", 0), atLeast("retry-timeout", 0),
+		positive("client-body-timeout"), positive("client-body-deadline"), positive("upstream-timeout"),
+		positive("stream-idle-timeout"), positive("client-write-timeout"), positive("client-idle-timeout"),
+		atLeast("max-connections", 0), positive("health-interval"), positive("health-timeout"),
+		atLeast("failure-threshold", 1), atLeast("ejection-time", 0), atLeast("max-ejection-time", 0),
+		within("max-ejection-percent", 0, 100), within("panic-threshold", 0, 100), flagRange{"served-window", func(v float64) bool { return v >= float64(time.Millisecond) }, "at least 1ms"},
+		atLeast("drain-delay", 0), atLeast("drain-timeout", 0),
+	); err != nil {
+		return cfg, nil, err
+	}
+	// Ranges that hold only where their flag acts, as the configuration
+	// checks them.
+	var acting []flagRange
+	if c.String("endpoints-dns") != "" {
+		acting = append(acting, positive("dns-interval"))
+	}
+	if c.String("endpoints-file") != "" {
+		acting = append(acting, positive("endpoints-file-interval"))
+	}
+	if c.Bool("sketch") {
+		acting = append(acting, atLeast("sketch-fanout", 2), positive("sketch-epoch"), positive("sketch-interval"))
+	}
+	if c.Bool("kv-scrape") {
+		acting = append(acting, positive("kv-scrape-interval"))
+	}
+	if err := checkRanges(c, acting...); err != nil {
+		return cfg, nil, err
+	}
+	if base, most := c.Duration("ejection-time"), c.Duration("max-ejection-time"); most < base {
+		return cfg, nil, fmt.Errorf("--max-ejection-time %v must be at least --ejection-time %v", most, base)
+	}
 	if cfg.Ring, err = ringConfig(c); err != nil {
 		return cfg, nil, err
 	}
@@ -207,6 +244,27 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 		cfg.Workers.Policy.AllowCIDRs = append(cfg.Workers.Policy.AllowCIDRs, p.Masked())
 	}
 	warnings = append(warnings, adminWarnings(c, cfg)...)
+	if !slices.Contains(policy.Names, cfg.Policy) {
+		return cfg, nil, fmt.Errorf("--policy: unknown policy %q (known: %s)", cfg.Policy, strings.Join(policy.Names, ", "))
+	}
+	switch cfg.Workers.Mode {
+	case router.WorkersAdmin, router.WorkersPublic, router.WorkersOff:
+	default:
+		return cfg, nil, fmt.Errorf("--workers-api %q: want admin, public or off", cfg.Workers.Mode)
+	}
+	if s := cfg.Sources; len(s.Static) == 0 && s.DNS == "" && s.File == "" && cfg.Workers.Mode != router.WorkersPublic {
+		return cfg, nil, errors.New("no endpoints: give --endpoints, --endpoints-dns or --endpoints-file, or --workers-api public to start empty and take workers registered through /workers")
+	}
+	// Past the ranges above, what these refuse is a flag's: the workers
+	// policy's is --max-workers' range, the proxy's relates
+	// --max-buffered-body-bytes to --max-body-bytes (or is
+	// --session-header's, not a number).
+	if err := cfg.Workers.Policy.Validate(); err != nil {
+		return cfg, nil, fmt.Errorf("--max-workers: %w", err)
+	}
+	if err := cfg.Proxy.Validate(); err != nil {
+		return cfg, nil, fmt.Errorf("--max-buffered-body-bytes, --max-body-bytes or --session-header: %w", err)
+	}
 	return cfg, warnings, cfg.Validate()
 }
 

@@ -73,7 +73,7 @@ func TestServeFlagsSayWhatCannotAct(t *testing.T) {
 	if cfg, w, err := runServeFlags(t, "--group-memory=0.5"); err != nil || len(w) != 0 || cfg.Ring.GroupMemory != 0.5 {
 		t.Errorf("--group-memory=0.5: %v %v %v", cfg.Ring.GroupMemory, w, err)
 	}
-	if _, _, err := runServeFlags(t, "--group-memory=-1"); err == nil || !strings.Contains(err.Error(), "group memory") {
+	if _, _, err := runServeFlags(t, "--group-memory=-1"); err == nil || !strings.Contains(err.Error(), "--group-memory") {
 		t.Errorf("--group-memory=-1: %v", err)
 	}
 	if _, _, err := runServeFlags(t, "--gossip-bind=127.0.0.1:0"); !errors.Is(err, router.ErrGossipKeyMissing) {
@@ -166,7 +166,7 @@ func TestServeCompletionHistoryFlag(t *testing.T) {
 			t.Errorf("%q: %d, %v; want %d", arg, cfg.Proxy.CompletionHistory, err, want)
 		}
 	}
-	if _, _, err := runServeFlags(t, "--completion-history=-1"); err == nil || !strings.Contains(err.Error(), "completion history") {
+	if _, _, err := runServeFlags(t, "--completion-history=-1"); err == nil || !strings.Contains(err.Error(), "--completion-history") {
 		t.Errorf("--completion-history=-1: %v", err)
 	}
 }

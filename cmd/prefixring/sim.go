@@ -63,6 +63,15 @@ func profileNames() []string {
 
 func simConfig(c *cli.Context) (vllm.Config, error) {
 	cfg := vllm.DefaultConfig()
+	if err := checkRanges(c, atLeast("block-size", 1), atLeast("kv-blocks", 0), atLeast("max-num-seqs", 1),
+		atLeast("max-num-batched-tokens", 1), atLeast("max-model-len", 1), atLeast("default-max-tokens", 1),
+		atLeast("latency", 0), within("error-rate", 0, 1), within("hang-rate", 0, 1), within("close-rate", 0, 1),
+		atLeast("close-after-tokens", 0)); err != nil {
+		return cfg, err
+	}
+	if c.String("model") == "" {
+		return cfg, errors.New("--model is empty")
+	}
 	p, ok := engine.Profiles()[c.String("profile")]
 	if !ok {
 		return cfg, fmt.Errorf("--profile %q: want one of %s", c.String("profile"), strings.Join(profileNames(), ", "))
@@ -80,7 +89,12 @@ func simConfig(c *cli.Context) (vllm.Config, error) {
 		CloseRate: c.Float64("close-rate"), CloseAfterTokens: c.Int("close-after-tokens"),
 	}
 	cfg.Seed = c.Uint64("seed")
-	return cfg, cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		// Past the ranges above, what is left is a block the profile's
+		// memory cannot hold.
+		return cfg, fmt.Errorf("--profile %s, --block-size %d: %w", p.Name, cfg.Engine.BlockSize, err)
+	}
+	return cfg, nil
 }
 
 // simAddrs lists the addresses to serve: --listen, or --count ports.
