@@ -148,7 +148,8 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 		positive("stream-idle-timeout"), positive("client-write-timeout"), positive("client-idle-timeout"),
 		atLeast("max-connections", 0), positive("health-interval"), positive("health-timeout"),
 		atLeast("failure-threshold", 1), atLeast("ejection-time", 0), atLeast("max-ejection-time", 0),
-		within("max-ejection-percent", 0, 100), within("panic-threshold", 0, 100), flagRange{"served-window", func(v float64) bool { return v >= float64(time.Millisecond) }, "at least 1ms"},
+		within("max-ejection-percent", 0, 100), within("panic-threshold", 0, 100),
+		flagRange{"served-window", func(v float64) bool { return v >= float64(time.Millisecond) }, "at least 1ms"},
 		atLeast("drain-delay", 0), atLeast("drain-timeout", 0),
 	); err != nil {
 		return cfg, nil, err
@@ -259,7 +260,7 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 	// policy's is --max-workers' range, the proxy's relates
 	// --max-buffered-body-bytes to --max-body-bytes (or is
 	// --session-header's, not a number).
-	if err := cfg.Workers.Policy.Validate(); err != nil {
+	if err := cfg.Workers.Policy.Validate(); err != nil && cfg.Workers.Mode != router.WorkersOff {
 		return cfg, nil, fmt.Errorf("--max-workers: %w", err)
 	}
 	if err := cfg.Proxy.Validate(); err != nil {
