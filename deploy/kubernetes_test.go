@@ -742,8 +742,8 @@ func (c *cluster) checkSecrets(t *testing.T) {
 			"--endpoints", "http://127.0.0.1:1", "--gossip-bind", "127.0.0.1:0")
 		cmd.Env = append(os.Environ(), "PREFIXRING_GOSSIP_KEY="+key)
 		out, err := cmd.CombinedOutput()
-		if ctx.Err() != nil || err == nil || !strings.Contains(string(out), "gossip key") {
-			t.Errorf("serve with the example's gossip key: %v (%v), want a refusal naming the gossip key:\n%s", err, ctx.Err(), out)
+		if ctx.Err() != nil || err == nil || !strings.Contains(string(out), "--gossip-key") {
+			t.Errorf("serve with the example's gossip key: %v (%v), want a refusal naming --gossip-key:\n%s", err, ctx.Err(), out)
 		}
 	}
 }
