@@ -18,6 +18,7 @@ import (
 
 	"github.com/prefixring/prefixring/chaos/memnet"
 	"github.com/prefixring/prefixring/gossip"
+	"github.com/prefixring/prefixring/internal/memhttp"
 	"github.com/prefixring/prefixring/prefix"
 	"github.com/prefixring/prefixring/proxy"
 	"github.com/prefixring/prefixring/ring"
@@ -57,7 +58,7 @@ func DefaultConfig() Config {
 // Cluster is router replicas, engines and the networks between them.
 type Cluster struct {
 	cfg     Config
-	HTTP    *Net
+	HTTP    *memhttp.Net
 	Gossip  *memnet.Network
 	log     *slog.Logger
 	mu      sync.Mutex
@@ -73,7 +74,7 @@ type Cluster struct {
 type Engine struct {
 	Addr, URL string
 	Server    *vllm.Server
-	ln        *Listener
+	ln        *memhttp.Listener
 	http      *http.Server
 	stop      context.CancelFunc
 	done      sync.WaitGroup
@@ -88,7 +89,7 @@ type Replica struct {
 	Bal                               *ring.Balancer
 	Set                               *upstream.Set
 	Node                              *gossip.Node
-	ln                                *Listener
+	ln                                *memhttp.Listener
 	stop                              context.CancelFunc
 	done                              chan error
 }
@@ -102,7 +103,7 @@ func New(cfg Config) *Cluster {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Cluster{cfg: cfg, HTTP: NewNet(), Gossip: memnet.New(cfg.Seed), log: log,
+	return &Cluster{cfg: cfg, HTTP: memhttp.NewNet(), Gossip: memnet.New(cfg.Seed), log: log,
 		reps: make([]*Replica, cfg.Replicas), engines: make([]*Engine, cfg.Engines), crashes: make([]int, cfg.Replicas)}
 }
 

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/prefixring/prefixring/internal/memhttp"
 )
 
 // Outcome is what one client request got.
@@ -119,7 +121,7 @@ func (cl *Client) Do(ctx context.Context, key string, body []byte, stream bool) 
 			// errors). Either way: the next replica. A request cut by a crash
 			// while in flight is counted apart instead.
 			stale := reused && !o.AtCrash && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF))
-			if IsRefused(err) || stale {
+			if memhttp.IsRefused(err) || stale {
 				o.AtCrash = false
 				continue
 			}

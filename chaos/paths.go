@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+
+	"github.com/prefixring/prefixring/internal/memhttp"
 )
 
 // paths are the network paths from replicas to engines that a scenario
@@ -23,7 +25,7 @@ func (c *Cluster) replicaTransport(i int) *http.Transport {
 	tr := c.transport()
 	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if c.paths.isCut(i, addr) {
-			return nil, errRefused
+			return nil, memhttp.ErrRefused
 		}
 		return c.HTTP.DialContext(ctx, network, addr)
 	}

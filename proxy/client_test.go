@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/prefixring/prefixring/internal/memhttp"
 )
 
 // rawExchange writes raw on a new connection to addr and reads one
@@ -61,7 +63,7 @@ func TestStalledBodyIs408(t *testing.T) {
 // router past the 200 ms between two pieces cannot fail it.
 func TestSlowSteadyBodyIsAccepted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFixtureWith(t, 1, fixtureOpts{mem: newMemNet(), cfg: func(c *Config) { c.ClientBodyTimeout = 200 * time.Millisecond }})
+		f := newFixtureWith(t, 1, fixtureOpts{mem: memhttp.NewNet(), cfg: func(c *Config) { c.ClientBodyTimeout = 200 * time.Millisecond }})
 		pr, pw := io.Pipe()
 		wrote := make(chan struct{})
 		defer func() { pr.Close(); <-wrote }() // on a failure too: a bubble must end with no goroutine left
@@ -130,7 +132,7 @@ func TestServerReadTimeoutIsATotalDeadline(t *testing.T) {
 			canceled bool
 		}
 		out := make(chan outcome, 1)
-		mem := newMemNet()
+		mem := memhttp.NewNet()
 		s := &http.Server{ReadTimeout: 100 * time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, err := io.ReadAll(r.Body)
 			if err != nil {
@@ -144,7 +146,7 @@ func TestServerReadTimeoutIsATotalDeadline(t *testing.T) {
 				out <- outcome{}
 			}
 		})}
-		go s.Serve(mem.listen("server:80"))
+		go s.Serve(listenMem(t, mem, "server:80"))
 		defer s.Close()
 		client := &http.Client{Transport: &http.Transport{DialContext: mem.DialContext}}
 		defer client.CloseIdleConnections()

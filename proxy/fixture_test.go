@@ -20,6 +20,8 @@ import (
 	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/upstream"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/prefixring/prefixring/internal/memhttp"
 )
 
 // fakeServer is a fake inference server on 127.0.0.1 that records what it
@@ -38,7 +40,7 @@ func newUpstream(t *testing.T, name string) *fakeServer { return newUpstreamOn(t
 
 // newUpstreamOn is newUpstream listening on mem at name:80 instead, when
 // mem is not nil.
-func newUpstreamOn(t *testing.T, name string, mem *memNet) *fakeServer {
+func newUpstreamOn(t *testing.T, name string, mem *memhttp.Net) *fakeServer {
 	u := &fakeServer{name: name}
 	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if u.hung.Load() {
@@ -72,7 +74,7 @@ func newUpstreamOn(t *testing.T, name string, mem *memNet) *fakeServer {
 	}
 	if mem != nil {
 		u.Listener.Close()
-		u.Listener = mem.listen(name + ":80")
+		u.Listener = listenMem(t, mem, name+":80")
 	}
 	u.Start()
 	t.Cleanup(func() {
@@ -141,7 +143,7 @@ func (s *testServer) Client() *http.Client { return s.client }
 
 // serve starts a public Server for h with cfg on 127.0.0.1, or on mem at
 // router:80 when mem is not nil; the test's cleanup closes it.
-func serve(t *testing.T, cfg ServerConfig, h http.Handler, mem *memNet) *testServer {
+func serve(t *testing.T, cfg ServerConfig, h http.Handler, mem *memhttp.Net) *testServer {
 	t.Helper()
 	srv, err := NewServer(cfg, h, nil)
 	if err != nil {
@@ -150,7 +152,7 @@ func serve(t *testing.T, cfg ServerConfig, h http.Handler, mem *memNet) *testSer
 	var ln net.Listener
 	tr := &http.Transport{}
 	if mem != nil {
-		ln, tr.DialContext = mem.listen("router:80"), mem.DialContext
+		ln, tr.DialContext = listenMem(t, mem, "router:80"), mem.DialContext
 	} else if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +178,7 @@ type fixtureOpts struct {
 	// mem puts the router, its upstreams and its admin server on an
 	// in-memory network, for tests that run in a synctest bubble (no
 	// real socket may: it would stop the bubble's clock).
-	mem *memNet
+	mem *memhttp.Net
 }
 
 func newFixture(t *testing.T, n int, tweak ...func(*Config)) *fixture {
@@ -256,7 +258,7 @@ func newFixtureWith(t *testing.T, n int, o fixtureOpts) *fixture {
 	f.admin = httptest.NewUnstartedServer(Admin(ops))
 	if o.mem != nil {
 		f.admin.Listener.Close()
-		f.admin.Listener = o.mem.listen("admin:80")
+		f.admin.Listener = listenMem(t, o.mem, "admin:80")
 	}
 	f.admin.Start()
 	t.Cleanup(f.admin.Close)
@@ -373,4 +375,14 @@ func assertAPIError(t *testing.T, resp *http.Response, status int, kind string) 
 			t.Fatalf("error body leaks %q: %s", leak, body)
 		}
 	}
+}
+
+// listenMem opens addr on mem, failing the test if it is taken.
+func listenMem(t testing.TB, mem *memhttp.Net, addr string) net.Listener {
+	t.Helper()
+	ln, err := mem.Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
 }
