@@ -102,14 +102,7 @@ func TestHeadScan(t *testing.T) {
 // the final answer kept the connection open.
 func TestAmbiguousRequestClosesEvenAfterA1xx(t *testing.T) {
 	f := newFixture(t, 1)
-	f.ups[0].setHandler(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Link", "</style.css>; rel=preload")
-		w.WriteHeader(http.StatusEarlyHints)
-		w.Header().Del("Link")
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{}`)
-	})
+	f.ups[0].setHandler(earlyHints)
 	body := `{"model":"m","prompt":"x"}`
 	c, err := net.Dial("tcp", f.srv.addr)
 	if err != nil {
@@ -150,14 +143,7 @@ func TestAmbiguousRequestClosesEvenAfterA1xx(t *testing.T) {
 // answer as its body.
 func TestNoInformationalAnswerToHTTP10(t *testing.T) {
 	f := newFixture(t, 1)
-	f.ups[0].setHandler(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Link", "</style.css>; rel=preload")
-		w.WriteHeader(http.StatusEarlyHints)
-		w.Header().Del("Link")
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{}`)
-	})
+	f.ups[0].setHandler(earlyHints)
 	body := `{"model":"m","prompt":"x"}`
 	for proto, want := range map[string]int{"HTTP/1.0": 200, "HTTP/1.1": 103} {
 		resp, _, err := rawExchange(t, f.srv.addr,
@@ -169,4 +155,14 @@ func TestNoInformationalAnswerToHTTP10(t *testing.T) {
 			t.Errorf("%s client: first answer %d, want %d", proto, resp.StatusCode, want)
 		}
 	}
+}
+
+// earlyHints answers 103 Early Hints, then 200 with an empty JSON object.
+func earlyHints(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	w.Header().Set("Link", "</style.css>; rel=preload")
+	w.WriteHeader(http.StatusEarlyHints)
+	w.Header().Del("Link")
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{}`)
 }

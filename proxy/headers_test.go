@@ -16,12 +16,7 @@ import (
 // it.
 func TestClientHeadersReachTheUpstream(t *testing.T) {
 	f := newFixture(t, 1)
-	got := make(chan http.Header, 1)
-	f.ups[0].setHandler(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		got <- r.Header.Clone()
-		io.WriteString(w, `{}`)
-	})
+	got := upstreamHeaders(f)
 	resp := f.post(t, "/v1/chat/completions", chatBody("s", "u"),
 		"Authorization", "Bearer sk-secret-123", "OpenAI-Organization", "org-1", "X-Session-ID", "sess-9", "X-Idempotency-Key", "idem-7")
 	readAll(t, resp.Body)
@@ -46,12 +41,7 @@ func TestClientHeadersReachTheUpstream(t *testing.T) {
 // X-Real-IP and Via, which the router does not write, pass unchanged.
 func TestForwardingHeadersAreTheRouters(t *testing.T) {
 	f := newFixture(t, 1)
-	got := make(chan http.Header, 1)
-	f.ups[0].setHandler(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		got <- r.Header.Clone()
-		io.WriteString(w, `{}`)
-	})
+	got := upstreamHeaders(f)
 	resp := f.post(t, "/v1/chat/completions", chatBody("s", "u"),
 		"X-Forwarded-For", "203.0.113.9", "X-Forwarded-Host", "spoofed.example", "X-Forwarded-Proto", "https",
 		"Forwarded", "for=203.0.113.9", "X-Real-IP", "203.0.113.10", "Via", "1.1 lb")
@@ -64,4 +54,16 @@ func TestForwardingHeadersAreTheRouters(t *testing.T) {
 	if h.Get("X-Real-IP") != "203.0.113.10" || h.Get("Via") != "1.1 lb" {
 		t.Fatalf("client headers the router does not write were changed: %v", h)
 	}
+}
+
+// upstreamHeaders makes f's upstream answer {} and hand over the headers
+// of each request it got.
+func upstreamHeaders(f *fixture) <-chan http.Header {
+	got := make(chan http.Header, 1)
+	f.ups[0].setHandler(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		got <- r.Header.Clone()
+		io.WriteString(w, `{}`)
+	})
+	return got
 }
