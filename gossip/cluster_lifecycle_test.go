@@ -213,16 +213,7 @@ func TestFirstJoinIsRetriedPromptly(t *testing.T) {
 		early := c.mustStart("r1", "10.0.0.2:7946") // its seed, 10.0.0.1, is not up
 		time.Sleep(700 * time.Millisecond)
 		c.mustStart("r0", c.seed)
-		start := time.Now()
-		for c.members(early) < 2 {
-			time.Sleep(10 * time.Millisecond)
-			if time.Since(start) > 30*time.Second {
-				t.Fatal("never joined")
-			}
-		}
-		if d := time.Since(start); d > 2*time.Second {
-			t.Fatalf("joined %v after its seed came up", d)
-		}
+		joinsWithin(t, c, early, 2*time.Second, "its seed came up")
 	})
 }
 
@@ -258,16 +249,7 @@ func TestFirstJoinIsRetriedWhileTheNameDoesNotResolve(t *testing.T) {
 		time.Sleep(700 * time.Millisecond)
 		c.mustStart("r0", c.seed)
 		up.Store(true)
-		start := time.Now()
-		for c.members(early) < 2 {
-			time.Sleep(10 * time.Millisecond)
-			if time.Since(start) > 30*time.Second {
-				t.Fatal("never joined")
-			}
-		}
-		if d := time.Since(start); d > 2*time.Second {
-			t.Fatalf("joined %v after the name resolved", d)
-		}
+		joinsWithin(t, c, early, 2*time.Second, "the name resolved")
 	})
 }
 
@@ -278,4 +260,21 @@ func (c *cluster) startAgreed(n int) {
 		c.mustStart(fmt.Sprintf("r%d", i), fmt.Sprintf("10.0.0.%d:7946", i+1))
 	}
 	c.waitAgreed(10*time.Second, nil)
+}
+
+// joinsWithin waits (in virtual time) until the replica early has a peer
+// and fails the test unless that took at most d from now, when what
+// names the event it waited on.
+func joinsWithin(t *testing.T, c *cluster, early *replica, d time.Duration, what string) {
+	t.Helper()
+	start := time.Now()
+	for c.members(early) < 2 {
+		time.Sleep(10 * time.Millisecond)
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("never joined")
+		}
+	}
+	if took := time.Since(start); took > d {
+		t.Fatalf("joined %v after %s", took, what)
+	}
 }
