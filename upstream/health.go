@@ -270,8 +270,14 @@ func noAnswer(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
-// recovered records a passing probe: an ejected endpoint returns, once its
-// ejection time is over.
+// recovered records a passing probe: an endpoint out for its probes
+// returns at once, one out for its failed requests once its ejection time
+// is over. One ejected for its requests whose probes then failed too is
+// out for its probes: it left the ejection cap (probeFailedLocked), and
+// another endpoint may hold the cap's slot now, so kept out for its old
+// ejection time it would be one more held out for failed requests than the
+// cap allows (TestRevivedEndpointRespectsTheEjectionCap). Its ejections in
+// a row still count if it fails its requests again.
 func (s *Set) recovered(id string) {
 	now := s.now()
 	s.mu.Lock()
@@ -282,7 +288,7 @@ func (s *Set) recovered(id string) {
 	}
 	wasSilent := c.silent(s.cfg.FailureThreshold)
 	c.mute = 0
-	if !c.ejected || now.Before(c.until) || s.drainingLocked(id) {
+	if !c.ejected || (c.byRequests && now.Before(c.until)) || s.drainingLocked(id) {
 		// A passing probe ends a run of failed ones, ejected or not (one
 		// out for its requests is out for its probes only after
 		// FailureThreshold in a row); it says nothing of the requests.

@@ -233,3 +233,37 @@ func TestFlakyProbesKeepARequestEjectionInTheCap(t *testing.T) {
 		t.Fatalf("ejected %v, want only a: its probes never failed %d in a row, so it still holds the cap's slot", got, cfg.FailureThreshold)
 	}
 }
+
+// TestRevivedEndpointRespectsTheEjectionCap: an endpoint out for its
+// failed requests whose host then died is out for its probes and leaves
+// the ejection cap, so a second endpoint failing its requests takes the
+// cap's slot. When the first one's host answers its probes again, as an
+// endpoint out for its probes it returns at its first passing probe:
+// held out for its old ejection time instead, it was a second endpoint out
+// for failed requests beside the one the cap allows, uncounted.
+func TestRevivedEndpointRespectsTheEjectionCap(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	fn := newFakeNet()
+	cfg := fastHealth()
+	cfg.MaxEjectionPercent, cfg.PanicThreshold = 20, 50
+	s := newTestSet(t, cfg, fn, func(o *Options) { o.Now = func() time.Time { return now } })
+	_ = s.SetSource("static", []string{"http://a:1", "http://b:1", "http://c:1", "http://d:1", "http://e:1"})
+
+	for range cfg.FailureThreshold { // a fails its requests: the cap's one slot
+		s.ObserveFailure("http://a:1", errors.New("connection reset"))
+	}
+	fn.set("a:1", true) // then its host dies
+	for range cfg.FailureThreshold {
+		now = now.Add(cfg.Interval)
+		s.ProbeAll(context.Background())
+	}
+	for req := uint64(1); req <= 10; req++ { // b takes the slot a left
+		s.ObserveServerError("http://b:1", req, 500)
+	}
+	fn.set("a:1", false) // a's host is back, well within a's ejection time
+	now = now.Add(cfg.Interval)
+	s.ProbeAll(context.Background())
+	if got := ejectedIDs(s); !slices.Equal(got, []string{"http://b:1"}) {
+		t.Fatalf("every probe passes and %v are out; want only b, the one endpoint the cap lets failed requests hold out", got)
+	}
+}
