@@ -141,6 +141,7 @@ type kvEntry struct {
 	scraped int64  // last known from the engine; 0: never
 	source  string // the engine it came from
 	tried   bool   // scraped at least once since it appeared
+	busy    bool   // a scrape of it is under way
 	problem string // the last problem logged, "" after a success
 }
 
@@ -198,8 +199,11 @@ func (s *Set) kvSourceLocked(id string) (int64, string) {
 }
 
 // kvLoop scrapes every endpoint's capacity each interval, and new
-// endpoints as soon as they appear, until ctx ends.
+// endpoints as soon as they appear, until ctx ends; it returns once its
+// scrapes have.
 func (s *Set) kvLoop(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	t := time.NewTicker(s.kvCfg.Interval)
 	defer t.Stop()
 	for {
@@ -207,36 +211,33 @@ func (s *Set) kvLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.scrapeKV(ctx, true)
+			s.scrapeKV(ctx, &wg, true)
 		case <-s.kvNew:
-			s.scrapeKV(ctx, false)
+			s.scrapeKV(ctx, &wg, false)
 		}
 	}
 }
 
-// scrapeKV scrapes the routed and discovered endpoints without an
-// override (with all, every one; else those not tried yet), concurrently,
-// and waits.
-func (s *Set) scrapeKV(ctx context.Context, all bool) {
+// scrapeKV starts scrapes of the routed and discovered endpoints without
+// an override (with all, every one; else those not tried yet), each on its
+// own goroutine in wg, and returns without waiting: an endpoint that does
+// not answer holds up its own scrape only, never a new endpoint's
+// (TestSlowScrapeHoldsUpNoOther). One whose last scrape is still under
+// way is skipped.
+func (s *Set) scrapeKV(ctx context.Context, wg *sync.WaitGroup, all bool) {
 	s.mu.Lock()
-	targets := map[string]*url.URL{}
+	defer s.mu.Unlock()
 	for id, e := range s.kv {
-		if ep, ok := s.endpointLocked(id); ok && (all || !e.tried) && s.kvCfg.Capacity.For(ep) == 0 {
-			targets[id] = ep.URL
+		ep, ok := s.endpointLocked(id)
+		if ok && (all || !e.tried) && !e.busy && s.kvCfg.Capacity.For(ep) == 0 {
+			e.busy = true
+			wg.Go(func() {
+				c, source, err := s.scrapeOne(ctx, ep.URL)
+				s.learnKV(ctx, id, e, c, source, err)
+			})
 		}
 		e.tried = true
 	}
-	s.mu.Unlock()
-	var wg sync.WaitGroup
-	for id, u := range targets {
-		wg.Go(func() {
-			c, source, err := s.scrapeOne(ctx, u)
-			if ctx.Err() == nil {
-				s.learnKV(id, c, source, err)
-			}
-		})
-	}
-	wg.Wait()
 }
 
 // endpointLocked finds a routed or discovered endpoint by ID.
@@ -252,13 +253,13 @@ func (s *Set) endpointLocked(id string) (Endpoint, bool) {
 	return Endpoint{}, false
 }
 
-// learnKV records one scrape of endpoint id: a new capacity rebuilds the
-// snapshot; a failure keeps the last known one and is logged once per
-// problem until a scrape succeeds.
-func (s *Set) learnKV(id string, c int64, source string, err error) {
+// learnKV records one scrape of endpoint id, whose entry was e when it
+// began: a new capacity rebuilds the snapshot; a failure keeps the last
+// known one and is logged once per problem until a scrape succeeds.
+func (s *Set) learnKV(ctx context.Context, id string, e *kvEntry, c int64, source string, err error) {
 	s.mu.Lock()
-	e := s.kv[id]
-	if e == nil { // it left meanwhile
+	e.busy = false
+	if s.kv[id] != e || ctx.Err() != nil { // it left meanwhile, or we stop
 		s.mu.Unlock()
 		return
 	}

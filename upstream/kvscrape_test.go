@@ -225,3 +225,47 @@ func mapsEqual(a, b map[string]int64) bool {
 	}
 	return true
 }
+
+// hangs is engines whose hosts in hung accept a request and never answer
+// it.
+type hangs struct {
+	*engines
+	hung map[string]bool // set before the set runs
+}
+
+func (h hangs) RoundTrip(r *http.Request) (*http.Response, error) {
+	if h.hung[r.URL.Host] {
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	}
+	return h.engines.RoundTrip(r)
+}
+
+// TestSlowScrapeHoldsUpNoOther: an endpoint is scraped as soon as it
+// appears, even while another that never answers holds a scrape open.
+// The scraper used to wait for every scrape of a round before it looked at
+// new endpoints, so one hung engine (its metrics, then its /props, each
+// timing out) kept a new engine's capacity unknown, and its K unbounded,
+// for twice KVConfig.Timeout.
+func TestSlowScrapeHoldsUpNoOther(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng := newEngines()
+		eng.set("new:1/metrics", vllmCacheConfig)
+		kv := DefaultKVConfig()
+		s, err := NewSet(fastHealth(), Options{Transport: hangs{eng, map[string]bool{"hung:1": true}}, KV: kv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go s.Run(ctx)
+		_ = s.SetSource("static", []string{"http://hung:1"})
+		time.Sleep(kv.Interval + time.Millisecond) // its next scrape hangs
+		_ = s.SetSource("static", []string{"http://hung:1", "http://new:1"})
+		synctest.Wait()
+		if got := capacities(s)["http://new:1"]; got != 27125*16 {
+			t.Fatalf("a new endpoint's capacity is %d while another's scrape hangs, want %d", got, 27125*16)
+		}
+		cancel()
+	})
+}
