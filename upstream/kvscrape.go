@@ -157,10 +157,9 @@ func (s *Set) capacityLocked(ep Endpoint) int64 {
 	return 0
 }
 
-// trackKVLocked keeps a capacity entry for every observed endpoint,
-// wakes the scraper when one appeared, and exports the routed endpoints'
-// capacities.
-func (s *Set) trackKVLocked(observed map[string]bool, routed []State) {
+// trackKVLocked keeps a capacity entry for every observed endpoint and
+// wakes the scraper when one appeared.
+func (s *Set) trackKVLocked(observed map[string]bool) {
 	for id := range s.kv {
 		if !observed[id] {
 			delete(s.kv, id)
@@ -177,9 +176,6 @@ func (s *Set) trackKVLocked(observed map[string]bool, routed []State) {
 		case s.kvNew <- struct{}{}:
 		default:
 		}
-	}
-	for _, e := range routed {
-		s.met.setKVCapacity(e.ID, e.KVCapacity)
 	}
 }
 

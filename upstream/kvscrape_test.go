@@ -269,3 +269,46 @@ func TestSlowScrapeHoldsUpNoOther(t *testing.T) {
 		cancel()
 	})
 }
+
+// TestReturningEndpointKeepsItsCapacityGauge: the router forgets a
+// departed endpoint's series when its subscriber sees it leave. An
+// endpoint that came back while that subscriber still ran (a ring
+// rebuild) had its capacity gauge exported when its snapshot was built,
+// before the late forget deleted it: routed with a known capacity, it was
+// exported as unknown until some later change rebuilt the snapshot.
+func TestReturningEndpointKeepsItsCapacityGauge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		met := NewMetrics(reg)
+		kv := KVConfig{Capacity: KVCapacities{Default: 1000}}
+		s := newTestSet(t, fastHealth(), newFakeNet(), func(o *Options) { o.Metrics, o.KV = met, kv })
+		slow := make(chan struct{})
+		s.Subscribe(func(old, cur *Snapshot) { // as the router's does
+			for _, id := range old.IDs() {
+				if _, ok := cur.Get(id); !ok {
+					<-slow // the ring takes its time
+					met.ForgetEndpoint(id)
+				}
+			}
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go s.Dispatch(ctx)
+		_ = s.SetSource("dns", []string{"http://a:1", "http://b:1"})
+		_ = s.WaitDispatched(ctx)
+		_ = s.SetSource("dns", []string{"http://b:1"}) // a leaves
+		synctest.Wait()
+		_ = s.SetSource("dns", []string{"http://a:1", "http://b:1"}) // and is back
+		close(slow)
+		_ = s.WaitDispatched(ctx)
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP prefixring_endpoint_kv_capacity_tokens KV cache capacity of the endpoint's engine in tokens, as the ring bounds K by it (an override, or scraped from the engine); absent while unknown.
+# TYPE prefixring_endpoint_kv_capacity_tokens gauge
+prefixring_endpoint_kv_capacity_tokens{endpoint="http://a:1"} 1000
+prefixring_endpoint_kv_capacity_tokens{endpoint="http://b:1"} 1000
+`), "prefixring_endpoint_kv_capacity_tokens"); err != nil {
+			t.Error(err)
+		}
+		cancel()
+	})
+}

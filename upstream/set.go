@@ -332,7 +332,7 @@ func (s *Set) rebuildLocked() {
 			s.checks[id] = &check{}
 		}
 	}
-	s.trackKVLocked(observed, routed)
+	s.trackKVLocked(observed)
 	s.updateAliveLocked(routed)
 	for id := range s.checks {
 		// A departed endpoint keeps its checks while tries wait on it
@@ -519,6 +519,14 @@ func (s *Set) Dispatch(ctx context.Context) {
 	for {
 		if cur := s.snap.Load(); cur.Gen != last.Gen {
 			if !sameRouting(last, cur) || last.Gen == 0 {
+				// Exported here, in the order the subscribers see the
+				// snapshots, not when they are built: a subscriber that
+				// forgets a departed endpoint's series (the router) would
+				// otherwise delete the gauge of one that came back while
+				// it ran (TestReturningEndpointKeepsItsCapacityGauge).
+				for _, e := range cur.Endpoints {
+					s.met.setKVCapacity(e.ID, e.KVCapacity)
+				}
 				for _, fn := range s.subs {
 					fn(last, cur)
 				}
