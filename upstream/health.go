@@ -38,10 +38,12 @@ type HealthConfig struct {
 	// long is forgiven its earlier ejections. Default 5m.
 	MaxEjection time.Duration
 	// MaxEjectionPercent caps the share of routed endpoints that failed
-	// requests may hold out at once, with at least one always allowed
-	// (Envoy's max_ejection_percent). Probes are not capped: an endpoint
-	// that answers nothing is out whatever the share. Default 20: of 2 to
-	// 9 engines one may be out, of 10 to 14 two, of 15 to 16 three. Envoy's
+	// requests may hold out at once, rounded down, with at least one always
+	// allowed: Envoy's max_ejection_percent with always_eject_one_host set
+	// (without it, Envoy ejects nothing where one endpoint is more than the
+	// share: none of 3 at 20%). Probes are not capped: an endpoint that
+	// answers nothing is out whatever the share. Default 20: of 1 to 9
+	// engines one may be out, of 10 to 14 two, of 15 to 19 three. Envoy's
 	// 10% would allow only one in any fleet below 20; 20% lets two or three
 	// independently broken GPUs out of a large fleet, while the rest always
 	// keep at least 80% of it, so no wave of correlated failures (a bad

@@ -28,9 +28,9 @@ func guarded() HealthConfig {
 }
 
 // TestEjectionCap: failed requests eject at most MaxEjectionPercent of the
-// endpoints, and at least one.
+// endpoints, rounded down, and at least one (one of 3 at 20%).
 func TestEjectionCap(t *testing.T) {
-	for _, tc := range []struct{ n, pct, want int }{{2, 20, 1}, {9, 20, 1}, {10, 20, 2}, {16, 20, 3}, {4, 100, 4}, {4, 0, 1}} {
+	for _, tc := range []struct{ n, pct, want int }{{1, 20, 1}, {2, 20, 1}, {3, 20, 1}, {9, 20, 1}, {10, 20, 2}, {16, 20, 3}, {4, 100, 4}, {4, 0, 1}} {
 		cfg := guarded()
 		cfg.MaxEjectionPercent = tc.pct
 		s := newTestSet(t, cfg, newFakeNet())
