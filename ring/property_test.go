@@ -1,0 +1,206 @@
+package ring
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// randomRequest is a request as the router could build it, with the odd
+// values a parsed body or a shares table can give: shares of NaN, ±Inf or
+// below 0, shared parts longer than the prompt, new tokens beyond it.
+func randomRequest(rng *rand.Rand, ids []string) Request {
+	tokens := rng.Int64N(20000)
+	req := Request{Key: uint64(rng.IntN(50)), Keyed: rng.IntN(8) != 0, Tokens: tokens, NewKnown: rng.IntN(2) == 0}
+	switch rng.IntN(4) {
+	case 0:
+		req.NewTokens = rng.Int64N(tokens + 1)
+	case 1:
+		req.NewTokens = rng.Int64N(30000) - 5000
+	}
+	if rng.IntN(3) != 0 {
+		req.Group = uint64(1 + rng.IntN(6))
+		req.SharedTokens = rng.Int64N(tokens + 2000)
+		shares := []float64{0, 0.01, 0.1, 0.3, 1, 2, -1, math.NaN(), math.Inf(1), math.Inf(-1)}
+		req.GroupShare = shares[rng.IntN(len(shares))]
+		req.EarlyShare = rng.IntN(4) == 0
+	}
+	if len(ids) > 0 && rng.IntN(4) == 0 {
+		req.Follow = ids[rng.IntN(len(ids))]
+	}
+	for len(ids) > 0 && rng.IntN(3) == 0 {
+		req.Exclude = append(req.Exclude, ids[rng.IntN(len(ids))])
+	}
+	return req
+}
+
+// randomEndpoints is an update as discovery could send it: duplicate IDs,
+// unhealthy endpoints, known and unknown KV capacities, or none at all.
+func randomEndpoints(rng *rand.Rand, pool []string) []Endpoint {
+	var eps []Endpoint
+	for range rng.IntN(len(pool) + 2) {
+		e := Endpoint{ID: pool[rng.IntN(len(pool))], Healthy: rng.IntN(5) != 0}
+		if rng.IntN(2) == 0 {
+			e.KVCapacity = rng.Int64N(60000)
+		}
+		eps = append(eps, e)
+	}
+	return eps
+}
+
+// modelK is what K must hold on one endpoint: each lease's own part, and
+// each group's shared part once, as its first lease there added it.
+type modelK struct {
+	own    int64
+	groups map[uint64]*groupCount
+}
+
+// TestCountersBalanceOverRandomSequences drives a balancer through random
+// sequences of Acquire, AcquireLocal, AcquireOn, Settle, Release (twice,
+// through copies, after Settle or before), Update (duplicates, empty and
+// all-unhealthy sets, mixed KV capacities, endpoints leaving with leases
+// out and coming back) and checks after every step that no counter is
+// negative, that every total is the sum of its endpoints' counts, that K
+// and its shared part are what the leases out hold, and that every
+// counter is back at zero once every lease is released.
+func TestCountersBalanceOverRandomSequences(t *testing.T) {
+	for seed := range uint64(60) {
+		rng := rand.New(rand.NewPCG(seed, 0xacc))
+		cfg := DefaultConfig()
+		if seed%3 == 0 {
+			cfg = requestsConfig()
+		}
+		cfg.KVAverage = seed%2 == 0
+		cfg.Placement.Partitions = 1 + rng.IntN(400)
+		cfg.Placement.Replicas = 1 + rng.IntN(20)
+		b, err := NewBalancer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := fleet(1+rng.IntN(8), int(seed))
+		f := b.Inflight()
+		var held []Lease
+		check := func(step int, op string) {
+			t.Helper()
+			where := fmt.Sprintf("seed %d step %d (%s)", seed, step, op)
+			// The model: every lease out, on the counter it holds.
+			p, reqs, k := map[*counter]int64{}, map[*counter]int64{}, map[*counter]*modelK{}
+			for _, l := range held {
+				c := l.h.c
+				if w := l.h.w.Load(); w >= 0 {
+					p[c] += w
+					reqs[c]++
+					m := k[c]
+					if m == nil {
+						m = &modelK{groups: map[uint64]*groupCount{}}
+						k[c] = m
+					}
+					m.own += l.h.kv.own
+					if l.h.kv.group != 0 && l.h.kv.shared > 0 {
+						g := m.groups[l.h.kv.group]
+						if g == nil {
+							g = &groupCount{}
+							m.groups[l.h.kv.group] = g
+						}
+						g.reqs++
+					}
+				}
+			}
+			var pSum, kSum, sharedSum int64
+			for c := range p {
+				m := k[c]
+				var shared int64
+				for id, g := range m.groups {
+					cg, ok := c.groups[id]
+					if !ok || cg.reqs != g.reqs {
+						t.Fatalf("%s: group %d holds %d requests, want %d", where, id, cg.reqs, g.reqs)
+					}
+					shared += cg.shared
+				}
+				if len(c.groups) != len(m.groups) {
+					t.Fatalf("%s: %d groups held, want %d", where, len(c.groups), len(m.groups))
+				}
+				if c.n.Load() != p[c] || c.reqs.Load() != reqs[c] || c.kv.Load() != m.own+shared || c.shared.Load() != shared {
+					t.Fatalf("%s: P %d reqs %d K %d shared %d, want %d %d %d %d", where,
+						c.n.Load(), c.reqs.Load(), c.kv.Load(), c.shared.Load(), p[c], reqs[c], m.own+shared, shared)
+				}
+				pSum, kSum, sharedSum = pSum+p[c], kSum+m.own+shared, sharedSum+shared
+			}
+			if f.Total() != pSum || f.KV().Total() != kSum || f.sharedTotal.Load() != sharedSum {
+				t.Fatalf("%s: totals P %d K %d shared %d, want %d %d %d", where, f.Total(), f.KV().Total(), f.sharedTotal.Load(), pSum, kSum, sharedSum)
+			}
+			// What the counters report matches the counters the leases hold
+			// (the balancer acquires only on tracked endpoints here).
+			for id, c := range *f.counters.Load() {
+				if f.Load(id) != c.n.Load() || f.Load(id) < 0 || f.KV().Load(id) < 0 || f.Requests(id) < 0 {
+					t.Fatalf("%s: %s reports P %d K %d requests %d", where, id, f.Load(id), f.KV().Load(id), f.Requests(id))
+				}
+				if _, out := p[c]; !out && (c.n.Load() != 0 || c.kv.Load() != 0 || c.reqs.Load() != 0) {
+					t.Fatalf("%s: %s counts with no lease out", where, id)
+				}
+			}
+			for c := range p {
+				tracked := false
+				for _, tc := range *f.counters.Load() {
+					tracked = tracked || tc == c
+				}
+				if !tracked {
+					t.Fatalf("%s: a lease's counter is not tracked", where)
+				}
+			}
+		}
+		for step := range 600 {
+			op := "none"
+			switch x := rng.IntN(20); {
+			case x < 2:
+				op = "update"
+				_ = b.Update(randomEndpoints(rng, pool))
+			case x < 9:
+				op = "acquire"
+				req := randomRequest(rng, pool)
+				var l Lease
+				var err error
+				if rng.IntN(4) == 0 {
+					l, err = b.AcquireLocal(req)
+				} else {
+					l, err = b.Acquire(req)
+				}
+				if err == nil {
+					held = append(held, l)
+				}
+			case x < 10:
+				op = "acquire on"
+				if cands := b.Candidates(nil, nil); len(cands) > 0 {
+					held = append(held, b.AcquireOn(randomRequest(rng, pool), cands[rng.IntN(len(cands))].ID, DecisionHome))
+				}
+			case x < 13 && len(held) > 0:
+				op = "settle"
+				held[rng.IntN(len(held))].Settle()
+			case len(held) > 0:
+				op = "release"
+				i := rng.IntN(len(held))
+				l := held[i]
+				l.Release()
+				if rng.IntN(3) == 0 {
+					l.Settle() // after the release: nothing
+					l.Release()
+				}
+				held[i] = held[len(held)-1]
+				held = held[:len(held)-1]
+			}
+			check(step, op)
+		}
+		for len(held) > 0 {
+			held[0].Release()
+			held = held[1:]
+			check(-1, "drain")
+		}
+		if f.Total() != 0 || f.KV().Total() != 0 || f.sharedTotal.Load() != 0 {
+			t.Fatalf("seed %d: after every release P %d K %d shared %d", seed, f.Total(), f.KV().Total(), f.sharedTotal.Load())
+		}
+		if len(f.Counts()) != 0 || len(f.KVCounts()) != 0 || len(f.KVSharedCounts()) != 0 {
+			t.Fatalf("seed %d: after every release %v %v %v", seed, f.Counts(), f.KVCounts(), f.KVSharedCounts())
+		}
+	}
+}
