@@ -415,6 +415,13 @@ func (b *Balancer) HomeExcluding(key uint64, exclude []string) (string, bool) {
 			return s.ring.ids[i], true
 		}
 	}
+	// No owner of a partition is usable: the first usable of those that
+	// own none (more endpoints than partitions), as Candidates lists them.
+	for i, id := range s.ring.ids {
+		if s.state.usable(s.ring, i, exclude) {
+			return id, true
+		}
+	}
 	return "", false
 }
 

@@ -296,8 +296,14 @@ func (r *Ring) pickRing(req Request, pw *weights, s *State, w, limit, hw, hlimit
 	parts := uint64(len(r.owner))
 	p := req.Key % parts
 	found, homeUsable := 0, false
-	for step := uint64(0); step < parts && found < len(r.ids); step++ {
-		i := r.owner[(p+step)%parts]
+	// The owners of the partitions from the key's on, then the endpoints
+	// that own none (more endpoints than partitions) in index order, as
+	// Candidates lists them.
+	for step := uint64(0); step < parts+uint64(len(r.ids)) && found < len(r.ids); step++ {
+		i := uint32(step - parts)
+		if step < parts {
+			i = r.owner[(p+step)%parts]
+		}
 		if seen[i/64]&(1<<(i%64)) != 0 {
 			continue
 		}

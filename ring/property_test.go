@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -201,6 +202,99 @@ func TestCountersBalanceOverRandomSequences(t *testing.T) {
 		}
 		if len(f.Counts()) != 0 || len(f.KVCounts()) != 0 || len(f.KVSharedCounts()) != 0 {
 			t.Fatalf("seed %d: after every release %v %v %v", seed, f.Counts(), f.KVCounts(), f.KVSharedCounts())
+		}
+	}
+}
+
+// TestPickWalksTheCandidates: whatever the placement, a pick takes the
+// first usable endpoint of Ring.Candidates within the bound ("It is the
+// order Ring.Pick walks"), as the home when it is the first, else the
+// least loaded usable endpoint; with placements of fewer partitions than
+// endpoints, where some endpoints own none.
+func TestPickWalksTheCandidates(t *testing.T) {
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 0xca))
+		ids := fleet(1+rng.IntN(12), int(seed))
+		r, err := NewRing(ids, PlacementConfig{Partitions: 1 + rng.IntN(2*len(ids)), Replicas: 1 + rng.IntN(8), Load: 1 + rng.Float64()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 50 {
+			loads, healthy, exclude := mapLoads{}, make([]bool, r.Len()), []string(nil)
+			for i, id := range r.IDs() {
+				loads[id] = int64(rng.IntN(6))
+				healthy[i] = rng.IntN(5) != 0
+				if rng.IntN(8) == 0 {
+					exclude = append(exclude, id)
+				}
+			}
+			s := NewState(r, healthy, loads, Bound{LoadFactor: 1 + rng.Float64()})
+			req := Request{Key: rng.Uint64(), Keyed: true, Exclude: exclude}
+			want, wantD := -1, DecisionFallback
+			for k, i := range r.Candidates(req.Key, nil) {
+				if s.usable(r, i, exclude) && loads[r.ID(i)] < s.Bound() {
+					want = i
+					switch {
+					case k == 0:
+						wantD = DecisionHome
+					case s.usable(r, r.Home(req.Key), exclude):
+						wantD = DecisionSpill
+					}
+					break
+				}
+			}
+			if want < 0 {
+				want = r.leastLoaded(req, s)
+			}
+			i, d, _ := r.Pick(req, s)
+			if i != want || d != wantD {
+				t.Fatalf("seed %d: %d endpoints, %d partitions: picked %d (%v), want %d (%v) of candidates %v, loads %v, bound %d",
+					seed, r.Len(), len(r.owner), i, d, want, wantD, r.Candidates(req.Key, nil), loads, s.Bound())
+			}
+		}
+	}
+}
+
+// TestHomeExcludingIsTheFirstUsableCandidate: Balancer.HomeExcluding is
+// the first usable endpoint of Ring.Candidates, and the idle pick (Peek),
+// whatever the placement: with fewer partitions than endpoints, where
+// every endpoint that owns one is excluded, it is one that owns none.
+func TestHomeExcludingIsTheFirstUsableCandidate(t *testing.T) {
+	for seed := range uint64(100) {
+		rng := rand.New(rand.NewPCG(seed, 0x40))
+		cfg := requestsConfig()
+		ids := fleet(1+rng.IntN(10), int(seed))
+		cfg.Placement = PlacementConfig{Partitions: 1 + rng.IntN(2*len(ids)), Replicas: 1 + rng.IntN(8), Load: 1.25}
+		b, err := NewBalancer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.SetEndpoints(ids); err != nil {
+			t.Fatal(err)
+		}
+		r := b.snap.Load().ring
+		for range 20 {
+			key := rng.Uint64()
+			var exclude []string
+			for _, id := range ids {
+				if rng.IntN(3) == 0 {
+					exclude = append(exclude, id)
+				}
+			}
+			want := ""
+			for _, i := range r.Candidates(key, nil) {
+				if !slices.Contains(exclude, r.ID(i)) {
+					want = r.ID(i)
+					break
+				}
+			}
+			got, ok := b.HomeExcluding(key, exclude)
+			if got != want || ok != (want != "") {
+				t.Fatalf("seed %d: %d endpoints, %d partitions, excluding %v: home %q %v, want %q", seed, len(ids), len(r.owner), exclude, got, ok, want)
+			}
+			if peek, _, err := b.Peek(Request{Key: key, Keyed: true, Exclude: exclude}); ok && (err != nil || peek != got) {
+				t.Fatalf("seed %d: home %s, idle pick %s %v", seed, got, peek, err)
+			}
 		}
 	}
 }
