@@ -97,18 +97,22 @@
 //
 // An endpoint that takes a request by affinity ends at most at:
 //   - P, on the walk: max(ceil(c · (total + w) / n), Min, (1+Own)·w);
-//   - P, at the home: that limit for w = its new tokens, plus its slack,
-//     the cached tokens Tokens - NewTokens (< Tokens): above c · average
-//     by at most max(Min, (1+Own)·w) + Tokens, one request's prompt twice
-//     over besides the floor;
+//   - P, at the home: that limit for w = its new tokens (NewTokens, all
+//     of Tokens where 0, less a recurring group's shared part), plus its
+//     slack, the tokens the home holds of it, Tokens - w (< Tokens): above
+//     c · average by at most max(Min, (1+Own)·w) + Tokens, one request's
+//     prompt twice over besides the floor;
 //   - K: max(KVCapacityFactor · capacity, ceil(KVLoadFactor · (K total + w)
 //     · capacity / the fleet's capacity)) where known; else, with KVAverage,
-//     max(ceil(c · (K total + w) / n), KVMinBound, 2w), or w on an idle
-//     endpoint: above c · average by at most 2w + KVMinBound.
+//     max(ceil(c · (K total + w) / n), KVMinBound, 2w): above c · average
+//     by at most 2w + KVMinBound; and w on an idle endpoint, whatever its
+//     capacity (a prompt above KVCapacityFactor · capacity still goes to an
+//     engine that holds nothing).
 //
 // A fallback (no candidate within both bounds) goes to the least P-loaded
 // endpoint and is bounded by neither (TestHomeSlackIsBounded checks the
-// rest and counts fallbacks); a request that excludes none ends there
+// rest and counts fallbacks; TestWorstCasesHoldOverRandomLoads checks all
+// of it over random fleets, capacities and requests); a request that excludes none ends there
 // within floor(total/n) + w, as above. Gossip staleness adds to each the load the
 // other replicas placed since their last publication that reached this
 // one, less what the overlay view presumes they placed (as much as this

@@ -206,6 +206,176 @@ func TestCountersBalanceOverRandomSequences(t *testing.T) {
 	}
 }
 
+// TestWorstCasesHoldOverRandomLoads checks "The worst case, with one view
+// of the loads" of the package doc as it states it, over random fleets
+// (health, KV capacities known, unknown or mixed), configurations and
+// requests, picks made one after another over this replica's own counts.
+func TestWorstCasesHoldOverRandomLoads(t *testing.T) {
+	picks := map[Decision]int{}
+	for seed := range uint64(80) {
+		rng := rand.New(rand.NewPCG(seed, 0xb0))
+		cfg := DefaultConfig()
+		if seed%4 == 0 {
+			cfg = requestsConfig()
+		}
+		cfg.LoadFactor = 1 + 2*rng.Float64()
+		cfg.MinBound = []int64{0, 4, 16384}[rng.IntN(3)]
+		cfg.KVAverage = rng.IntN(2) == 0
+		cfg.KVMinBound = []int64{0, 5000}[rng.IntN(2)]
+		cfg.KVLoadFactor = []float64{0, 1, 1.5}[rng.IntN(3)]
+		cfg.KVCapacityFactor = []float64{0, 0.5, 1}[rng.IntN(3)]
+		b, err := NewBalancer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := fleet(2+rng.IntN(9), int(seed))
+		var eps []Endpoint
+		capacity := map[string]int64{}
+		allKnown := rng.IntN(2) == 0
+		for _, id := range ids {
+			e := Endpoint{ID: id, Healthy: rng.IntN(6) != 0}
+			if allKnown || rng.IntN(2) == 0 {
+				e.KVCapacity = 2000 + rng.Int64N(80000)
+			}
+			capacity[id] = e.KVCapacity
+			eps = append(eps, e)
+		}
+		if err := b.Update(eps); err != nil {
+			t.Fatal(err)
+		}
+		st := b.snap.Load().state
+		n := st.nHealthy
+		if n == 0 {
+			continue
+		}
+		var fleetCap int64 // the healthy endpoints', 0 unless all known
+		for i, id := range b.snap.Load().ring.ids {
+			if st.Healthy(i) {
+				if capacity[id] == 0 {
+					fleetCap = -1 << 62
+				}
+				fleetCap += capacity[id]
+			}
+		}
+		fleetCap = max(fleetCap, 0)
+		c := cfg.LoadFactor
+		f, kv := b.Inflight(), b.Inflight().KV()
+		var held []Lease
+		for step := range 400 {
+			if len(held) > 0 && rng.IntN(3) == 0 {
+				k := rng.IntN(len(held))
+				if rng.IntN(2) == 0 {
+					held[k].Settle()
+				} else {
+					held[k].Release()
+					held[k] = held[len(held)-1]
+					held = held[:len(held)-1]
+				}
+				continue
+			}
+			req := randomRequest(rng, ids)
+			req.Keyed = true
+			if rng.IntN(2) == 0 {
+				req.Exclude = nil
+			}
+			pTotal, kTotal := f.Total(), kv.Total()
+			var least int64 = math.MaxInt64
+			for i, id := range b.snap.Load().ring.ids {
+				if st.usable(b.snap.Load().ring, i, req.Exclude) {
+					least = min(least, f.Load(id))
+				}
+			}
+			l, err := b.Acquire(req)
+			if err != nil {
+				continue
+			}
+			held = append(held, l)
+			picks[l.Decision]++
+			where := fmt.Sprintf("seed %d step %d: %+v to %s (%v)", seed, step, req, l.Endpoint, l.Decision)
+			p, k := f.Load(l.Endpoint), kv.Load(l.Endpoint)
+			w := max(req.Tokens, 1)
+			if cfg.Signal == SignalRequests {
+				w = 1
+			}
+			bound := Bound{LoadFactor: c, Min: cfg.MinBound}
+			if cfg.Signal == SignalTokens {
+				bound.Own = 1
+			}
+			// P, on the walk: max(ceil(c·(total+w)/n), Min, (1+Own)·w).
+			pLimit := bound.Limit(pTotal, w, n)
+			if l.Decision == DecisionHome || l.Endpoint == req.Follow && l.Decision == DecisionSpill {
+				// At the home: that limit for w = its new tokens, plus
+				// the cached tokens Tokens - NewTokens.
+				// Its new tokens: NewTokens (0: all), less a recurring
+				// group's shared part, which the home holds.
+				nw := w
+				if cfg.Signal == SignalTokens {
+					if req.NewTokens > 0 {
+						nw = min(nw, req.NewTokens)
+					}
+					if cfg.share(req, n, fleetCap) > 0 && req.SharedTokens > 0 {
+						nw = min(nw, req.Tokens-req.SharedTokens)
+					}
+					if nw <= 0 {
+						nw = w
+					}
+				}
+				pLimit = bound.Limit(pTotal, nw, n) + w - nw
+				// Above c·average by at most max(Min, (1+Own)·w) + Tokens.
+				if most := c*float64(pTotal+nw)/float64(n) + float64(max(cfg.MinBound, nw+int64(bound.Own)*nw)+req.Tokens); float64(p) > most {
+					t.Fatalf("%s: P %d, above c·average by more than max(Min, (1+Own)·w) + Tokens: %v", where, p, most)
+				}
+			}
+			// K's weight: its own part, and the group's shared part where
+			// the group was not held there.
+			kw := l.h.kv.own
+			if l.h.kv.shared > 0 && l.h.c.groups[l.h.kv.group].reqs == 1 {
+				kw += l.h.kv.shared
+			}
+			kw = max(kw, 1)
+			var kLimit int64
+			switch {
+			case capacity[l.Endpoint] > 0:
+				kLimit = KVCapacityBound(orDefault(cfg.KVCapacityFactor, DefaultKVCapacityFactor), capacity[l.Endpoint])
+				if fleetCap > 0 {
+					kLimit = max(kLimit, int64(math.Ceil(orDefault(cfg.KVLoadFactor, DefaultKVLoadFactor)*float64(kTotal+kw)*float64(capacity[l.Endpoint])/float64(fleetCap))))
+				}
+			case cfg.KVAverage:
+				kLimit = Bound{LoadFactor: c, Min: cfg.KVMinBound, Own: 1}.Limit(kTotal, kw, n)
+			default:
+				kLimit = math.MaxInt64
+			}
+			within := p <= pLimit && (k <= kLimit || k == kw) // or w on an idle endpoint
+			if l.Decision == DecisionFallback && !within {
+				// No candidate within both bounds: the least P-loaded, at
+				// most floor(total/n) + w where the request excludes none.
+				if p-l.Weight() != least {
+					t.Fatalf("%s: fallback above the bounds (P %d of %d, K %d of %d) to P %d, not the least loaded (%d)", where, p, pLimit, k, kLimit, p-l.Weight(), least)
+				}
+				if len(req.Exclude) == 0 && p > pTotal/int64(n)+w {
+					t.Fatalf("%s: fallback ends at P %d, above floor(total/n) + w = %d", where, p, pTotal/int64(n)+w)
+				}
+				continue
+			}
+			if p > pLimit {
+				t.Fatalf("%s: P %d (total before %d), above %d", where, p, pTotal, pLimit)
+			}
+			if !within {
+				t.Fatalf("%s: K %d (total before %d, weight %d), above %d", where, k, kTotal, kw, kLimit)
+			}
+		}
+	}
+	t.Logf("picks: %v", picks)
+}
+
+// orDefault is v, or def where v is 0.
+func orDefault(v, def float64) float64 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
 // TestPickWalksTheCandidates: whatever the placement, a pick takes the
 // first usable endpoint of Ring.Candidates within the bound ("It is the
 // order Ring.Pick walks"), as the home when it is the first, else the
