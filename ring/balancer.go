@@ -310,7 +310,10 @@ func capTotal(capacity []int64, healthy []bool) int64 {
 		if c <= 0 {
 			return 0
 		}
-		t += c
+		// Saturate: engines may report up to 2^62 tokens each, and a sum
+		// wrapped around would turn K's relative bound and GroupMemory's
+		// cap off, or make them read a tiny fleet.
+		t += min(c, math.MaxInt64-t)
 	}
 	return t
 }

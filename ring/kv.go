@@ -183,5 +183,12 @@ func (c *counter) releaseKV(own int64, group uint64, shared int64) {
 // factor times it ([Config.KVCapacityFactor], [DefaultKVCapacityFactor]
 // says why below 1).
 func KVCapacityBound(factor float64, capacity int64) int64 {
-	return int64(math.Ceil(max(factor, 0) * float64(capacity)))
+	b := math.Ceil(max(factor, 0) * float64(capacity))
+	if b >= math.MaxInt64 {
+		// Go leaves converting it implementation-defined (MinInt64 on
+		// amd64): with a factor above 1, an engine that reports 2^62
+		// tokens would refuse every request while it held any.
+		return math.MaxInt64
+	}
+	return int64(b)
 }

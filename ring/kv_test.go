@@ -329,3 +329,32 @@ func TestKVLoadFactorKeepsAFullFleetHome(t *testing.T) {
 		}
 	}
 }
+
+// TestKVCapacityBoundsDoNotWrap: an engine may report a capacity up to
+// 2^62 tokens (upstream.ParseKVCapacity) and KVCapacityFactor may be up
+// to MaxLoadFactor; their product, and the fleet's capacity summed over
+// such engines, stay at the top of int64 instead of wrapping around to a
+// negative or small bound that would refuse the engine every request.
+func TestKVCapacityBoundsDoNotWrap(t *testing.T) {
+	const huge = int64(1) << 62
+	for _, factor := range []float64{1, 2, MaxLoadFactor} {
+		if got := KVCapacityBound(factor, huge); got < huge {
+			t.Errorf("factor %v of %d tokens: bound %d", factor, huge, got)
+		}
+	}
+	if got := capTotal([]int64{huge, huge, huge, huge + 1000}, nil); got < huge {
+		t.Errorf("four engines of 2^62 tokens: fleet capacity %d", got)
+	}
+	cfg := DefaultConfig()
+	cfg.KVCapacityFactor = 2
+	b, err := NewBalancer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setKVCapacity(t, b, huge, "a", "b")
+	home, _ := b.Home(9)
+	b.AcquireOn(Request{Key: 9, Keyed: true, Tokens: 1000}, home, DecisionHome).Settle()
+	if l, err := b.Acquire(Request{Key: 9, Keyed: true, Tokens: 1000}); err != nil || l.Endpoint != home || l.Decision != DecisionHome {
+		t.Errorf("an engine of 2^62 tokens holding 1000 refused 1000 more: %s %v %v", l.Endpoint, l.Decision, err)
+	}
+}
