@@ -143,3 +143,37 @@ func TestFollowedLeaseWeighsAsTheHome(t *testing.T) {
 		t.Errorf("P %d, total %d after Release, want %d and %d", got, tot, before, total)
 	}
 }
+
+// TestGroupedRetryFollowsPastItsExcludedHome: a grouped retry whose home
+// failed (excluded) and whose Follow is another endpoint goes to Follow
+// weighed as the home, as a ring-placed retry does: followed's "other
+// than the key's home" is the home over every healthy endpoint, the one
+// pickGrouped excludes, not the first endpoint left once it is gone.
+func TestGroupedRetryFollowsPastItsExcludedHome(t *testing.T) {
+	b := tokensBalancer(t, DefaultConfig(), fleet(8, 0)...)
+	for k := range uint64(50) {
+		for _, group := range []uint64{0, 7} { // by its key on the ring, and grouped
+			req := Request{Key: k*0x9e3779b97f4a7c15 + 1, Keyed: true, Group: group, GroupShare: 0.5, SharedTokens: 2000, Tokens: 3000, NewTokens: 500}
+			home, _, err := b.Peek(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Exclude = []string{home}
+			// Follow the endpoint the retry would go to without it.
+			follow, _, err := b.Peek(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Follow = follow
+			l, err := b.Acquire(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Endpoint != follow || l.Decision != DecisionSpill || l.Weight() != 500 {
+				t.Errorf("group %d, key %d, home %s excluded: went to %s as %v weighing %d, want %s followed as a spill weighing its 500 new tokens",
+					group, k, home, l.Endpoint, l.Decision, l.Weight(), follow)
+			}
+			l.Release()
+		}
+	}
+}

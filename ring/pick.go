@@ -347,9 +347,11 @@ func (r *Ring) followed(req Request, pw *weights, s *State, hw, hlimit int64) (i
 }
 
 // homeOf is the index of req's home: the first of its grouped order when
-// its group is spread, else its ring home.
+// its group is spread, else its ring home; over every healthy endpoint,
+// whatever req excludes, as pickGrouped and the ring's walk find it.
 func (r *Ring) homeOf(req Request, pw *weights, s *State) int {
 	if req.Group != 0 && pw.spread > 0 {
+		req.Exclude = nil
 		return r.groupedHome(req, pw.spread, s)
 	}
 	return r.Home(req.Key)
