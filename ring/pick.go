@@ -357,27 +357,6 @@ func (r *Ring) homeOf(req Request, pw *weights, s *State) int {
 	return r.Home(req.Key)
 }
 
-// walk appends to dst the distinct owners of the partitions from key's on,
-// in order, until every endpoint is found: key's candidate order.
-func (r *Ring) walk(key uint64, dst []int) []int {
-	var small [16]uint64
-	seen := small[:]
-	if words := (len(r.ids) + 63) / 64; words > len(small) {
-		seen = make([]uint64, words)
-	}
-	parts := uint64(len(r.owner))
-	p := key % parts
-	for step, found := uint64(0), 0; step < parts && found < len(r.ids); step++ {
-		i := r.owner[(p+step)%parts]
-		if seen[i/64]&(1<<(i%64)) == 0 {
-			seen[i/64] |= 1 << (i % 64)
-			found++
-			dst = append(dst, int(i))
-		}
-	}
-	return dst
-}
-
 // leastLoaded scans all usable endpoints from a key-derived start, so ties
 // break differently for different keys, and identically on every replica.
 func (r *Ring) leastLoaded(req Request, s *State) int {
