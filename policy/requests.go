@@ -15,10 +15,10 @@ type inflightOf interface {
 }
 
 // requestLoads is eps whose candidates' loads are in-flight request
-// counts. The tree policies' thresholds (radix's 32 requests and 1.1,
+// counts. The tree policies' thresholds (radix's 64 requests and 1.5,
 // score's Beta a request) are per request, as in SGLang and in eval, where
 // the baselines run under the requests signal; serve's balancer counts
-// prompt tokens by default (--load-signal tokens), and 32 tokens of
+// prompt tokens by default (--load-signal tokens), and 64 tokens of
 // imbalance is one short prompt. The counts are this replica's own, as a
 // gateway counts its own requests and as eval's replicas do.
 type requestLoads struct {

@@ -8,16 +8,19 @@ import (
 )
 
 // RadixConfig are the thresholds of the cache_aware policy of the SGLang
-// Model Gateway and the vLLM router; the defaults are theirs.
+// Model Gateway and the vLLM router; the defaults are their command lines'
+// defaults, which a launched router runs (their library's
+// CacheAwareConfig::default(), 0.5, 32 and 1.1, is not what either CLI
+// passes).
 type RadixConfig struct {
 	// CacheThreshold: a request goes to the endpoint whose tree matches
 	// the larger share of its prompt when that share is above this;
-	// otherwise to the endpoint with the smallest tree. Default 0.5.
+	// otherwise to the endpoint with the smallest tree. Default 0.3.
 	CacheThreshold float64
 	// BalanceAbs and BalanceRel: the load is imbalanced when the most and
 	// least loaded endpoints differ by more than BalanceAbs requests and
 	// the most loaded holds more than BalanceRel times the least; then a
-	// request goes to the least loaded. Defaults 32 and 1.1.
+	// request goes to the least loaded. Defaults 64 and 1.5.
 	BalanceAbs int64
 	BalanceRel float64
 	// MaxBlocks bounds each endpoint's tree, in prompt blocks; past it the
@@ -28,9 +31,11 @@ type RadixConfig struct {
 	MaxBlocks int
 }
 
-// DefaultRadixConfig returns SGLang's defaults.
+// DefaultRadixConfig returns the routers' command-line defaults
+// (vllm-project/router's and SGLang Model Gateway's --cache-threshold,
+// --balance-abs-threshold, --balance-rel-threshold, --max-tree-size).
 func DefaultRadixConfig() RadixConfig {
-	return RadixConfig{CacheThreshold: 0.5, BalanceAbs: 32, BalanceRel: 1.1, MaxBlocks: 1 << 26 / 256}
+	return RadixConfig{CacheThreshold: 0.3, BalanceAbs: 64, BalanceRel: 1.5, MaxBlocks: 1 << 26 / 256}
 }
 
 // Radix is the cache_aware policy of the SGLang Model Gateway and the vLLM

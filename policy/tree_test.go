@@ -23,7 +23,7 @@ func blocks(seed uint64, shared, n int) []uint64 {
 	return out
 }
 
-// radix sends a prompt to the endpoint whose tree matches more than half
+// radix sends a prompt to the endpoint whose tree matches more than 30%
 // of it, else to the endpoint with the smallest tree, and inserts it into
 // the chosen endpoint's tree.
 func TestRadixFollowsTheLongestMatch(t *testing.T) {
@@ -43,13 +43,32 @@ func TestRadixFollowsTheLongestMatch(t *testing.T) {
 	}
 }
 
-// With the loads imbalanced (more than 32 requests apart and more than
-// 1.1x), radix sends even a matching prompt to the least loaded endpoint.
+// radix runs with the thresholds the routers' command lines default to,
+// which is how they are deployed: cache_threshold 0.3,
+// balance_abs_threshold 64, balance_rel_threshold 1.5 and max_tree_size
+// 2^26 characters (vllm-project/router src/main.rs CliArgs; SGLang Model
+// Gateway's CLI alike). The library's CacheAwareConfig::default() (0.5,
+// 32, 1.1, max_tree_size 10000) is not what a launched router runs. A
+// prompt matching 40% of a tree goes to that tree.
+func TestRadixRunsTheRoutersCommandLineDefaults(t *testing.T) {
+	if got, want := DefaultRadixConfig(), (RadixConfig{CacheThreshold: 0.3, BalanceAbs: 64, BalanceRel: 1.5, MaxBlocks: 1 << 26 / 256}); got != want {
+		t.Fatalf("DefaultRadixConfig() = %+v, want %+v", got, want)
+	}
+	b := balancer(t)
+	p := picker(t, "radix", b)
+	home := pick(t, p, ring.Request{Blocks: blocks(1, 0, 10)})
+	if got := pick(t, p, ring.Request{Blocks: append(blocks(1, 0, 4), blocks(2, 0, 10)[4:]...)}); got != home {
+		t.Fatalf("a prompt matching 40%% of %s's tree went to %s", home, got)
+	}
+}
+
+// With the loads imbalanced (more than 64 requests apart and more than
+// 1.5x), radix sends even a matching prompt to the least loaded endpoint.
 func TestRadixBalancesWhenImbalanced(t *testing.T) {
 	for _, tc := range []struct {
 		held     int
 		wantHome bool
-	}{{33, false}, {32, true}} {
+	}{{65, false}, {64, true}} {
 		b := balancer(t)
 		p := picker(t, "radix", b)
 		pr := blocks(1, 0, 8)
@@ -217,7 +236,7 @@ func TestTreesArePerReplica(t *testing.T) {
 }
 
 // Under the tokens signal (serve's default) the balancer's loads are
-// prompt tokens, but radix's thresholds (32 requests, 1.1) and score's
+// prompt tokens, but radix's thresholds (64 requests, 1.5) and score's
 // Beta (0.05 a request) are per request, as in eval, which runs them
 // under the requests signal: both read in-flight request counts, not
 // token loads. One 2000-token prompt in flight on the matching endpoint
