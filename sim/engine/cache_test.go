@@ -120,9 +120,22 @@ func TestPinnedBlocksAreNotEvicted(t *testing.T) {
 	}
 }
 
+// vLLM sizes its budget as gpu_memory_utilization times the device's
+// total memory as CUDA reports it (vllm/v1/worker/gpu_worker.py,
+// init_device: requested_memory = init_snapshot.total_memory *
+// gpu_memory_utilization). An "H100 80GB HBM3" reports 79.19 GiB
+// (85.03e9 bytes; nvidia-smi shows 81,559 MiB), not the datasheet's
+// decimal 80 GB, which left the profile 8% short of KV blocks.
+func TestH100MemoryIsWhatCUDAReports(t *testing.T) {
+	const reported = 79.19 * (1 << 30)
+	if got := Llama31_8B_H100().GPUMemory; got != reported {
+		t.Fatalf("H100 memory %.4g bytes, want %.4g (79.19 GiB)", got, float64(reported))
+	}
+}
+
 func TestCapacity(t *testing.T) {
-	if got := DefaultConfig().Blocks(); got != 24766 {
-		t.Fatalf("H100 8B KV blocks = %d, want 24766", got)
+	if got := DefaultConfig().Blocks(); got != 26925 {
+		t.Fatalf("H100 8B KV blocks = %d, want 26925", got)
 	}
 	e := newEngine(t, smallConfig(8)) // 32 tokens
 	if err := e.Add(req(1, 4, seq(0, 30), 3), 0); !errors.Is(err, ErrTooLong) {

@@ -44,9 +44,11 @@ func Llama31_8B_H100() Profile {
 		// (8.03 B parameters).
 		Params: 8.03e9, Layers: 32, HiddenSize: 4096, KVHeads: 8, HeadDim: 128,
 		BytesPerParam: 2, BytesPerKV: 2, // bf16 weights and KV cache
-		// NVIDIA H100 SXM datasheet: 989 TFLOP/s dense BF16, 3.35 TB/s HBM3,
-		// 80 GB.
-		PeakFLOPS: 989e12, MemBandwidth: 3.35e12, GPUMemory: 80e9,
+		// NVIDIA H100 SXM datasheet: 989 TFLOP/s dense BF16, 3.35 TB/s
+		// HBM3. Memory: the 79.19 GiB that CUDA reports for an "H100 80GB
+		// HBM3" (nvidia-smi: 81,559 MiB), the total vLLM multiplies by
+		// gpu_memory_utilization; the datasheet's decimal 80 GB is 6% less.
+		PeakFLOPS: 989e12, MemBandwidth: 3.35e12, GPUMemory: 79.19 * (1 << 30),
 		// Calibrated against step times of Llama-3.1-8B's shape measured on
 		// one H100 80GB HBM3 (shared/calibration/h100-llama-3.1-8b.jsonl,
 		// the CUDA-graph "prefill_floor" and "decode" rows; the comparison
@@ -67,8 +69,8 @@ func Llama31_8B_H100() Profile {
 		// estimate.
 		StepOverhead: 500 * time.Microsecond,
 		// vLLM's default --gpu-memory-utilization is 0.9 (EngineArgs); ~4 GB
-		// for activations and CUDA graphs is an estimate. That leaves ~52 GB,
-		// ~396 k tokens or 24,766 blocks of 16 tokens.
+		// for activations and CUDA graphs is an estimate. That leaves ~56 GB,
+		// ~431 k tokens or 26,925 blocks of 16 tokens.
 		MemoryUtilization: 0.9, ActivationReserve: 4e9,
 	}
 }
