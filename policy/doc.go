@@ -7,8 +7,9 @@
 //     walk over the gossiped cluster-wide loads when gossip is on;
 //   - chwbl-local: the same walk bounded by this replica's own counts only,
 //     as HAProxy or KubeAI run CHWBL behind several replicas;
-//   - chash: the key's home whatever the load, as the vLLM router's
-//     consistent_hash ([CHash]);
+//   - chash: the key's home whatever the load, placed as the vLLM
+//     router's consistent_hash places, but on prefixring's prompt key,
+//     which that router does not compute ([CHash]);
 //   - dualmap: the less loaded of the key's two hash homes ([DualMap]);
 //   - prefix-key: the home of the shared part's key (system prompt and
 //     tools) whatever the load ([PrefixKey]);

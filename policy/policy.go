@@ -244,7 +244,13 @@ func (p localCHWBL) Acquire(req ring.Request) (ring.Lease, error) { return p.b.A
 // CHash sends a keyed request to its key's home on the ring whatever the
 // load, as the vLLM router's consistent_hash does (users measured its hit
 // rate collapsing under saturation: nothing spills); unkeyed requests go
-// to the least loaded endpoint.
+// to the least loaded endpoint. The key is prefixring's prompt key, which
+// that router does not have: its consistent_hash hashes a session header
+// (x-session-id, x-user-id, ...), else the body's user or session_id,
+// else the whole body (vllm-project/router src/policies/hash_key.rs,
+// extract_hash_key), so with the study's session ids it places as
+// [Session] does, and without them each distinct prompt anywhere. CHash
+// is an unbounded hash on the same key chwbl bounds.
 type CHash struct {
 	hash     Hasher
 	fallback Picker
