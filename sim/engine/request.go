@@ -70,8 +70,8 @@ type StepResult struct {
 
 	PromptTokens     int // prompt tokens of the requests whose prefill ended
 	GenerationTokens int
-	CacheQueries     int // tokens looked up in the prefix cache
-	CacheHits        int // of those, tokens found
+	CacheQueries     int // tokens looked up in the prefix cache by new (not resumed) requests
+	CacheHits        int // of those, tokens found (vllm:prefix_cache_queries and _hits)
 	Preemptions      int
 }
 

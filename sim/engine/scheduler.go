@@ -99,10 +99,13 @@ func (e *Engine) admit(budget int, now time.Duration) int {
 			r.blocks = append(r.blocks, e.kv.take())
 		}
 		r.computed, r.committed, r.running = cached, len(e.hits), true
-		if !r.SkipPrefixCache { // vLLM counts only the lookups it makes
+		// vLLM counts only the lookups it makes, and a resumed request's
+		// apart (PrefixCacheStats.record's preempted_*), outside the
+		// prefix-cache metrics.
+		if !r.SkipPrefixCache && r.Preemptions == 0 {
 			e.res.CacheQueries += r.numTokens()
+			e.res.CacheHits += cached
 		}
-		e.res.CacheHits += cached
 		if !r.admitted {
 			r.admitted, r.Scheduled, r.CachedTokens = true, now, cached
 			e.res.Admitted = append(e.res.Admitted, r)

@@ -195,3 +195,29 @@ func TestArrivalDuringChunkedPrefillSharesScheduledBlocks(t *testing.T) {
 			b.CachedTokens, r.Batch.PrefillTokens, a.Output, b.Output)
 	}
 }
+
+// vLLM counts a resumed request's cache lookup apart from new requests'
+// (vllm/v1/metrics/stats.py, PrefixCacheStats.record: preempted_queries
+// and preempted_hits), and vllm:prefix_cache_queries and _hits export only
+// the new requests'. In TestPreemptionByRecompute's run B is preempted and
+// resumes: only A's and B's first lookups, 8 tokens each, are counted.
+func TestResumedLookupsAreNotCountedAsNewQueries(t *testing.T) {
+	e := newEngine(t, smallConfig(8))
+	a := req(1, 4, seq(0, 8), 12)
+	b := req(2, 4, seq(100, 8), 12)
+	add(t, e, a, 0)
+	add(t, e, b, 0)
+	queries, hits, now := 0, 0, time.Duration(0)
+	for e.Busy() {
+		r := step(t, e, now)
+		now = r.End
+		queries += r.CacheQueries
+		hits += r.CacheHits
+	}
+	if b.Preemptions != 1 {
+		t.Fatalf("B preempted %d times, want 1", b.Preemptions)
+	}
+	if queries != 16 || hits != 0 {
+		t.Fatalf("counted %d queries and %d hits, want 16 and 0 (the resumed lookup is not a new request's)", queries, hits)
+	}
+}
