@@ -40,7 +40,7 @@ type Grid struct {
 	GossipIntervals []time.Duration
 	Keys            []string // names of KeyDesigns
 	// KVBlocks are the fleets: KV cache blocks (16 tokens) per engine, 0
-	// for the H100 profile's capacity (about 396k tokens an engine).
+	// for the H100 profile's capacity (about 431k tokens an engine).
 	KVBlocks []int
 	// Concurrency plays a workload's sessions closed loop, that many at a
 	// time (0: the workload's own: open loop at its rate, or the demo's 48).

@@ -137,7 +137,7 @@ func Markdown(results []Result, command string) string {
 	fmt.Fprintf(&b, "# prefixring eval\n\n`%s`\n\n%d runs in the fleet simulator (virtual time, simulated vLLM engines with the calibrated Llama-3.1-8B/H100 profile, every policy through the production balancer, keyer and gossip view; R router replicas are R independent instances of a policy, prefixring's gossiping P and K %v late, losing %g%% of publications).\n\n",
 		command, len(results), GossipLatency, 100*DefaultGossipLoss)
 	fmt.Fprintf(&b, "Seeds: %v. Each figure is the range over them (min–max). prefixring's defaults were chosen on seeds 1–5; the default study reports seeds %v, which no default was tuned on.\n\n", seeds, DefaultSeeds)
-	b.WriteString("Fleets: \"H100\" is the profile's KV (about 396k tokens an engine), \"N blk\" N blocks of 16 tokens. Spill is the share of requests that left their home; fired the share of keyed picks whose home the bound refused (P or K). Loads: ×1 is each workload's base rate, ×2 about what least-load serves before its queues grow; cN is closed loop, N sessions at a time.\n\n")
+	b.WriteString("Fleets: \"H100\" is the profile's KV (about 431k tokens an engine), \"N blk\" N blocks of 16 tokens. Spill is the share of requests that left their home; fired the share of keyed picks whose home the bound refused (P or K). Loads: ×1 is each workload's base rate, ×2 about what least-load serves before its queues grow; cN is closed loop, N sessions at a time.\n\n")
 	pol := all.grid(GridPolicies)
 	if len(pol) == 0 {
 		pol = all.grid(GridCustom)
