@@ -39,7 +39,7 @@ func againstRoundRobin(b *strings.Builder, s set) {
 		mUp, runs, qUp, lossy, len(rows))
 	b.WriteString("| workload | load | fleet | endpoints | seeds | mean above | p99 above | mean × | p99 × (median) |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %s | %s | %s | %s (%.2f) |\n", short(r.p.workload), loadOf(r.p.rate, r.p.conc), fleetName(r.p.kv), r.p.n, len(r.m),
+		fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %s | %s | %s | %s (%.2f) |\n", short(r.p.workload)+r.p.tag(s), loadOf(r.p.rate, r.p.conc), fleetName(r.p.kv), r.p.n, len(r.m),
 			above(r.mUp), above(r.qUp), rangeOf(r.m, 2), rangeOf(r.q, 2), medianOf(r.q))
 	}
 	b.WriteString("\n")

@@ -545,3 +545,25 @@ func TestGoalBestVacuousWherePrefixringRanAlone(t *testing.T) {
 	}
 	reportHas(t, md, "| "+vacuous, "vacuous at 1")
 }
+
+// A custom grid may sweep prefixring's own settings (`prefixring eval
+// --load-factor 1.25,2`), and every run is labelled with the setting of
+// its combination, the baselines' too. A goal compares runs of one
+// setting, seed by seed: prefixring at c = 2 is not measured against
+// itself at c = 1.25, and one seed is not counted as two.
+func TestGoalsCompareRunsOfOneSetting(t *testing.T) {
+	mk := func(policy string, c, mean, p99 float64) Result {
+		return Result{Grid: GridCustom, Policy: policy, Workload: "multi-turn", Routers: 3, RateScale: 1, Seed: 1, LoadFactor: c,
+			HitRate: 0.9, TTFTMeanMS: mean, TTFTP99MS: p99}
+	}
+	md := Markdown([]Result{
+		mk("chwbl", 1.25, 20, 70), mk("round-robin", 1.25, 40, 100),
+		mk("chwbl", 2, 30, 95), mk("round-robin", 2, 40, 100),
+	}, "test")
+	reportHas(t, md, "Met at 2 of 2 points", "at 0 of 2 seed-runs", "| multi-turn (c 2) |")
+	for _, bad := range []string{"of 2 seeds", "chwbl's", "of 4 seed-runs"} {
+		if strings.Contains(md, bad) {
+			t.Errorf("report says %q: runs of two settings mixed:\n%s", bad, md)
+		}
+	}
+}

@@ -115,7 +115,7 @@ func goalDemo(b *strings.Builder, demo set) {
 		m, p50, p9 := ratios(at, "round-robin", mean), ratios(at, "round-robin", median), ratios(at, "round-robin", p99)
 		ok, n, fails := demoMeets(at, prefixring)
 		st := status(ok, n)
-		fmt.Fprintf(b, "| %s | %s / %s / %s | %s / %s / %s | %s / %s / %s | %s | %s | %s | %s | %s | %s |\n", fleetName(p.kv),
+		fmt.Fprintf(b, "| %s | %s / %s / %s | %s / %s / %s | %s / %s / %s | %s | %s | %s | %s | %s | %s |\n", fleetName(p.kv)+p.tag(demo),
 			c[0].rng(mean, 0), c[0].rng(median, 0), c[0].rng(p99, 0),
 			rr[0].rng(mean, 0), rr[0].rng(median, 0), rr[0].rng(p99, 0),
 			c[0].rng(floorMean, 1), c[0].rng(floorP50, 1), c[0].rng(floorP99, 1),
@@ -123,7 +123,7 @@ func goalDemo(b *strings.Builder, demo set) {
 		if ok < n {
 			bm, _ := bestOther(at, mean)
 			why = append(why, fmt.Sprintf("demo on %s: mean %s× (limit %.1f), p50 %s× (%.1f), p99 %s× (%.1f) round-robin's; hit %s against round-robin's %s; the best other policy by mean is %s (%s ms, hit %s). Missed on %s. %s",
-				fleetName(p.kv), rangeOf(m, 2), demoLimits.mean, rangeOf(p50, 2), demoLimits.p50, rangeOf(p9, 2), demoLimits.p99, c[0].rng(hit, 3), rr[0].rng(hit, 3), bm.Policy, bm.rng(mean, 0), bm.rng(hit, 3), strings.Join(fails, "; "), demoOthers(at)))
+				fleetName(p.kv)+p.tag(demo), rangeOf(m, 2), demoLimits.mean, rangeOf(p50, 2), demoLimits.p50, rangeOf(p9, 2), demoLimits.p99, c[0].rng(hit, 3), rr[0].rng(hit, 3), bm.Policy, bm.rng(mean, 0), bm.rng(hit, 3), strings.Join(fails, "; "), demoOthers(at)))
 		}
 	}
 	b.WriteString("\n")
@@ -231,10 +231,10 @@ func goalBest(b *strings.Builder, pol set) {
 		case ok == len(cs):
 			nmet++
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", short(p.workload), loadName(c.Result), fleetName(p.kv),
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", short(p.workload)+p.tag(pol), loadName(c.Result), fleetName(p.kv),
 			rangeOf(mr, 2), rangeOf(pr, 2), rangeOf(hr, 3), c.rng(spill, 3), c.rng(fired, 3), st)
 		if len(fails) > 0 {
-			whys = append(whys, fmt.Sprintf("%s %s, %s fleet (spill %s, fired %s, hit %s): %s.", short(p.workload), loadName(c.Result), fleetName(p.kv),
+			whys = append(whys, fmt.Sprintf("%s %s, %s fleet (spill %s, fired %s, hit %s): %s.", short(p.workload)+p.tag(pol), loadName(c.Result), fleetName(p.kv),
 				c.rng(spill, 3), c.rng(fired, 3), c.rng(hit, 3), strings.Join(fails, "; ")))
 		}
 	}
@@ -335,12 +335,12 @@ func goalGossip(b *strings.Builder, pol set) {
 			st = status(countLE(rs, 0.9), len(rs))
 		}
 		counts[strings.SplitN(st, " ", 2)[0]]++
-		fmt.Fprintf(b, "| %s | %s | %s | %s (%s) | %s (%s) | %s | %s |\n", short(p.workload), loadName(c[0].Result), fleetName(p.kv),
+		fmt.Fprintf(b, "| %s | %s | %s | %s (%s) | %s (%s) | %s | %s |\n", short(p.workload)+p.tag(pol), loadName(c[0].Result), fleetName(p.kv),
 			c[0].rng(p99, 0), c[0].rng(fired, 3), l[0].rng(p99, 0), l[0].rng(fired, 3), rangeOf(rs, 2), st)
 		if st != vacuous && st != met {
 			cause := gossipMissCause(c[0].vals(fired), l[0].vals(fired))
 			why = append(why, fmt.Sprintf("%s %s, %s fleet: p99 %s× chwbl-local's; prefixring fired on %s of its picks, chwbl-local on %s; false spills %s against %s, agreement %s: %s.",
-				short(p.workload), loadName(c[0].Result), fleetName(p.kv), rangeOf(rs, 2), c[0].rng(fired, 3), l[0].rng(fired, 3),
+				short(p.workload)+p.tag(pol), loadName(c[0].Result), fleetName(p.kv), rangeOf(rs, 2), c[0].rng(fired, 3), l[0].rng(fired, 3),
 				c[0].rng(falseSpill, 3), l[0].rng(falseSpill, 3), c[0].rng(agreement, 3), cause))
 		}
 	}
@@ -408,7 +408,7 @@ func goalTrace(b *strings.Builder, pol set) {
 		rs := ratios(at, "round-robin", mean)
 		ok := countLE(rs, 0.8)
 		st := status(ok, len(rs)) + grewNote(c[0].runs)
-		fmt.Fprintf(b, "| %s | ×%g | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", arrivals, p.rate, fleetName(p.kv), c[0].rng(mean, 0), rr[0].rng(mean, 0), c[0].rng(floorMean, 0), rangeOf(rs, 2),
+		fmt.Fprintf(b, "| %s | ×%g | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", arrivals+p.tag(rows), p.rate, fleetName(p.kv), c[0].rng(mean, 0), rr[0].rng(mean, 0), c[0].rng(floorMean, 0), rangeOf(rs, 2),
 			c[0].rng(hit, 3), c[0].rng(spill, 3), c[0].rng(fired, 3), st)
 		if ok < len(rs) {
 			bm, _ := bestOther(at, mean)
@@ -420,7 +420,7 @@ func goalTrace(b *strings.Builder, pol set) {
 			}
 			others := len(aggregate(at.others()))
 			why = append(why, fmt.Sprintf("trace ×%g, %s, %s fleet: mean %s× round-robin's, hit %s against %s; the best other policy by mean of the %d run there, %s, has %s ms (hit %s). The limit is %s (the ideal fleet: %s ms).",
-				p.rate, arrivals, fleetName(p.kv), rangeOf(rs, 2), c[0].rng(hit, 3), rr[0].rng(hit, 3), others, bm.Policy, bm.rng(mean, 0), bm.rng(hit, 3), reach, c[0].rng(floorMean, 0)))
+				p.rate, arrivals+p.tag(rows), fleetName(p.kv), rangeOf(rs, 2), c[0].rng(hit, 3), rr[0].rng(hit, 3), others, bm.Policy, bm.rng(mean, 0), bm.rng(hit, 3), reach, c[0].rng(floorMean, 0)))
 		}
 	}
 	b.WriteString("\n")

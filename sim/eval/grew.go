@@ -55,7 +55,7 @@ func queuesThatGrew(b *strings.Builder, s set) {
 	fmt.Fprintf(b, "Queues grew in %d of %d runs at 3 router replicas, at %d of %d points. The queue columns range, over the runs that grew, their first and third quarters' mean waits.\n\n", grew, runs, len(rows), len(points))
 	b.WriteString("| workload | load | fleet | endpoints | prefixring | round-robin | policies grown | queue, first quarter ms | queue, third quarter ms |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		fmt.Fprintf(b, "| %s | %s | %s | %d | %s | %s | %d of %d | %s | %s |\n", short(r.p.workload), loadOf(r.p.rate, r.p.conc), fleetName(r.p.kv), r.p.n,
+		fmt.Fprintf(b, "| %s | %s | %s | %d | %s | %s | %d of %d | %s | %s |\n", short(r.p.workload)+r.p.tag(s), loadOf(r.p.rate, r.p.conc), fleetName(r.p.kv), r.p.n,
 			r.pr, r.rr, r.grewPolicy, r.policies, rangeOf(r.early, 0), rangeOf(r.late, 0))
 	}
 	b.WriteString("\n")

@@ -174,16 +174,63 @@ func loadOf(rate float64, conc int) string {
 	return fmt.Sprintf("×%g", rate)
 }
 
-// goalPoint is one workload at one load on one fleet: the unit the goals
-// are checked on, over the seeds.
+// goalPoint is one workload at one load on one fleet, at one setting of
+// prefixring's own axes: the unit the goals are checked on, over the
+// seeds.
 type goalPoint struct {
 	workload    string
 	rate        float64
 	kv, conc, n int
+	set         setting
 }
 
 func gpOf(r Result) goalPoint {
-	return goalPoint{r.Workload, r.RateScale, r.KVBlocks, r.Concurrency, r.Endpoints}
+	return goalPoint{r.Workload, r.RateScale, r.KVBlocks, r.Concurrency, r.Endpoints, settingOf(r)}
+}
+
+// setting is what a run was labelled with on the axes of prefixring's own
+// settings. A custom grid may sweep them (`prefixring eval --load-factor
+// 1.25,2`) and labels every run of a combination with its values, the
+// baselines' too, so that a goal compares the runs of one setting, seed
+// by seed, and never prefixring at one c with itself at another.
+type setting struct {
+	loadFactor, intervalMS, loss float64
+	minBound                     int64
+	signal, view, key            string
+}
+
+func settingOf(r Result) setting {
+	return setting{r.LoadFactor, r.GossipIntervalMS, r.GossipLoss, r.MinBound, r.Signal, r.View, r.Key}
+}
+
+// settingAxes name the axes of a setting for the tables.
+var settingAxes = []struct {
+	name string
+	f    func(setting) string
+}{
+	{"c", func(x setting) string { return fmt.Sprint(x.loadFactor) }},
+	{"floor", func(x setting) string { return fmt.Sprint(x.minBound) }},
+	{"signal", func(x setting) string { return x.signal }},
+	{"view", func(x setting) string { return x.view }},
+	{"interval ms", func(x setting) string { return fmt.Sprint(x.intervalMS) }},
+	{"loss", func(x setting) string { return fmt.Sprint(x.loss) }},
+	{"key", func(x setting) string { return x.key }},
+}
+
+// tag tells p's row from the rows of other settings in a table of s: the
+// axes whose values vary over s, with p's, in parentheses; nothing where
+// none varies (the default study).
+func (p goalPoint) tag(s set) string {
+	var parts []string
+	for _, a := range settingAxes {
+		if len(values(s, func(r Result) string { return a.f(settingOf(r)) })) > 1 {
+			parts = append(parts, a.name+" "+a.f(p.set))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // goalPoints lists the points of s at 3 router replicas, in order.
@@ -235,7 +282,7 @@ func headline(b *strings.Builder, pol set) {
 			if len(rr) > 0 {
 				rrs = rr[0].rng(mean, 0) + " / " + rr[0].rng(p99, 0)
 			}
-			fmt.Fprintf(b, "| %s | %s | %s / %s | %s | %s | %s | %s | %s (%s) | %s (%s) | %s (%s) |\n", short(p.workload), loadName(c[0].Result),
+			fmt.Fprintf(b, "| %s | %s | %s / %s | %s | %s | %s | %s | %s (%s) | %s (%s) | %s (%s) |\n", short(p.workload)+p.tag(s), loadName(c[0].Result),
 				c[0].rng(mean, 0), c[0].rng(p99, 0), c[0].rng(hit, 3), c[0].rng(spill, 3), c[0].rng(fired, 3), rrs,
 				bm.rng(mean, 0), bm.Policy, bp.rng(p99, 0), bp.Policy, bh.rng(hit, 3), bh.Policy)
 		}
