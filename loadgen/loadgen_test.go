@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -453,4 +454,41 @@ func TestStreamReadToItsEndKeepsTheConnection(t *testing.T) {
 	if rep.OK != 4 || rep.NewConns != 1 {
 		t.Fatalf("ok %d of 4, new connections %d, want 1 (errors %v)", rep.OK, rep.NewConns, rep.FirstErrors)
 	}
+}
+
+// TTFT is the time to the first chunk that carries content, as vLLM's
+// benchmark_serving.py counts it: a chat stream's first event, which
+// carries the assistant's role and no text, is not a token. (vLLM sends
+// that event in the same step as the first token, so `vllm bench serve`,
+// which counts any event with choices, reads the same there.) The times
+// are synctest's fake clock.
+func TestTTFTIsTheFirstContentChunk(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rd, wr := io.Pipe()
+		go func() {
+			for _, ev := range []struct {
+				after time.Duration
+				data  string
+			}{
+				{10 * time.Millisecond, `{"choices":[{"delta":{"role":"assistant","content":""}}]}`},
+				{40 * time.Millisecond, `{"choices":[{"delta":{"content":"a"}}]}`},
+				{20 * time.Millisecond, `{"choices":[{"delta":{"content":"b"}}]}`},
+				{20 * time.Millisecond, `{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2}}`},
+				{0, `[DONE]`},
+			} {
+				time.Sleep(ev.after)
+				fmt.Fprintf(wr, "data: %s\n\n", ev.data)
+			}
+			wr.Close()
+		}()
+		cl := &caller{cfg: &Config{Stream: true}}
+		var s Sample
+		text := cl.readStream(context.Background(), rd, time.Now(), &s)
+		if s.Err != "" || text != "ab" {
+			t.Fatalf("error %q %s, text %q", s.Err, s.Detail, text)
+		}
+		if s.TTFT != 50*time.Millisecond || s.ITL != 20*time.Millisecond || s.E2E != 90*time.Millisecond || s.OutputTokens != 2 {
+			t.Fatalf("TTFT %v ITL %v E2E %v output %d; want 50ms, 20ms, 90ms, 2", s.TTFT, s.ITL, s.E2E, s.OutputTokens)
+		}
+	})
 }
