@@ -492,3 +492,28 @@ func TestTTFTIsTheFirstContentChunk(t *testing.T) {
 		}
 	})
 }
+
+// Open loop with --requests: once the sessions started hold the whole
+// budget, the run does not wait for the next session's start time, which
+// would send nothing and only stretch the run's wall time (and so cut its
+// requests and tokens per second): a trace replayed as recorded starts
+// its ticks seconds apart. Here the second session starts an hour in.
+func TestOpenLoopEndsWhenTheRequestCapIsSpent(t *testing.T) {
+	urls := simServers(t, 1)
+	cfg := config(urls...)
+	cfg.Requests = 1
+	ss := multiTurn(t, 2, 1)
+	ss[0].Start, ss[1].Start = 0, time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, cfg, ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the run waited for a session past its request cap, until its context ended (%.1f s)", rep.Duration)
+	}
+	if rep.Requests != 1 || rep.OK != 1 {
+		t.Fatalf("sent %d, ok %d; want 1", rep.Requests, rep.OK)
+	}
+}

@@ -109,7 +109,7 @@ func (r *runner) closedLoop(ctx context.Context) {
 				if i >= len(r.sessions) || ctx.Err() != nil || atomic.LoadInt64(&r.budget) <= 0 {
 					return
 				}
-				r.session(ctx, &r.sessions[i])
+				r.session(ctx, &r.sessions[i], false)
 			}
 		})
 	}
@@ -133,10 +133,13 @@ func (r *runner) openLoop(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for i := range r.sessions {
-		if atomic.LoadInt64(&r.budget) <= 0 || !sleepUntil(ctx, r.t0.Add(starts[i])) {
+		// The loop claims each session's first request before waiting for
+		// its start, so that once the budget is spent it stops at once
+		// rather than wait for a start that would send nothing.
+		if !r.take() || !sleepUntil(ctx, r.t0.Add(starts[i])) {
 			return
 		}
-		wg.Go(func() { r.session(ctx, &r.sessions[i]) })
+		wg.Go(func() { r.session(ctx, &r.sessions[i], true) })
 	}
 }
 
@@ -158,8 +161,9 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 
 // session plays s's turns in order, each after the previous answer and
 // its think time. A failed turn ends the session: its later turns would
-// carry a history the server never produced.
-func (r *runner) session(ctx context.Context, s *workload.Session) {
+// carry a history the server never produced. claimed: the caller took
+// the first turn's request from the budget.
+func (r *runner) session(ctx context.Context, s *workload.Session, claimed bool) {
 	answers := make([]string, 0, len(s.Turns))
 	prevPrompt := 0
 	for k := range s.Turns {
@@ -168,7 +172,7 @@ func (r *runner) session(ctx context.Context, s *workload.Session) {
 				return
 			}
 		}
-		if ctx.Err() != nil || !r.take() {
+		if ctx.Err() != nil || !(k == 0 && claimed) && !r.take() {
 			return
 		}
 		c := s.Call(k, answers)
