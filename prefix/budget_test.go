@@ -199,7 +199,8 @@ func TestSessionKey(t *testing.T) {
 }
 
 // Model reads the model the session key needs without parsing the rest:
-// the first top-level "model" member, decoded as encoding/json decodes it,
+// the last top-level "model" member (duplicates: the last wins, as in
+// Python's json, which vLLM and SGLang parse with), decoded as encoding/json decodes it,
 // wherever it stands; "" for anything that is not a string model.
 func TestModel(t *testing.T) {
 	for _, tc := range []struct{ body, want string }{
@@ -207,7 +208,9 @@ func TestModel(t *testing.T) {
 		{`{"messages":[{"role":"user","content":"a \"model\": x","model":"inner"}],"model":"qwen"}`, "qwen"},
 		{` { "stream" : true , "model" : "m:sql-adapter" } `, "m:sql-adapter"},
 		{`{"m\u006fdel":"caf\u00e9 \ud83d\ude00 \\ \/"}`, "café 😀 \\ /"},
-		{`{"model":"first","model":"second"}`, "first"},
+		{`{"model":"first","model":"second"}`, "second"},
+		{`{"model":"first","model":7}`, ""},
+		{"\xef\xbb\xbf{\"model\":\"m\"}", "m"},
 		{"{\"model\":\"bad \xff byte\"}", "bad \uFFFD byte"},
 		{`{"model":7,"prompt":"hi"}`, ""},
 		{`{"model":null}`, ""},
@@ -224,14 +227,15 @@ func TestModel(t *testing.T) {
 }
 
 // ModelAndLora also reads SGLang's lora_path for the session key: the
-// first top-level member, a string or nothing, wherever it stands
+// last top-level member, a string or nothing, wherever it stands
 // relative to the model.
 func TestModelAndLora(t *testing.T) {
 	for _, tc := range []struct{ body, model, lora string }{
 		{`{"model":"llama","prompt":"hi"}`, "llama", ""},
 		{`{"lora_path":"sql","model":"llama"}`, "llama", "sql"},
 		{`{"model":"llama","messages":[{"lora_path":"inner"}],"lora_path":"sql"}`, "llama", "sql"},
-		{`{"lora_path":"first","lora_path":"second","model":"m"}`, "m", "first"},
+		{`{"lora_path":"first","lora_path":"second","model":"m"}`, "m", "second"},
+		{`{"lora_path":"first","model":"m","lora_path":null}`, "m", ""},
 		{`{"model":"m","lora_path":["sql"]}`, "m", ""},
 		{`{"model":7,"lora_path":"sql"}`, "", "sql"},
 		{`{"lora_path":"sql"}`, "", "sql"},

@@ -65,7 +65,8 @@ func (r *request) message(s *scanner) (user bool, err error) {
 }
 
 // fields reads the message object at s.i (its '{') and returns the offsets
-// of its role (a string) and content (0: absent), with s.i after it.
+// of its role (a string) and content (0: absent), with s.i after it. Of
+// duplicate members the last counts, as in Python's json.
 func fields(s *scanner) (role, content int, err error) {
 	if s.b[s.i] != '{' {
 		return 0, 0, errMsgType
@@ -80,19 +81,16 @@ func fields(s *scanner) (role, content int, err error) {
 			break
 		}
 		switch {
-		case role == 0 && keyIs(key, "role"):
-			if s.b[s.i] != '"' {
-				return 0, 0, errRole
-			}
+		case keyIs(key, "role"):
 			role = s.i
-		case content == 0 && keyIs(key, "content"):
+		case keyIs(key, "content"):
 			content = s.i
 		}
 		if err := s.skip(); err != nil {
 			return 0, 0, err
 		}
 	}
-	if role == 0 {
+	if role == 0 || s.b[role] != '"' {
 		return 0, 0, errRole
 	}
 	return role, content, nil
@@ -142,13 +140,14 @@ func (t *text) content(s *scanner, pos int) error {
 }
 
 // textPart reads one content part and returns the offset of its text if it
-// is a text part, 0 otherwise (images, audio: not keyed).
+// is a text part, 0 otherwise (images, audio: not keyed). Of duplicate
+// members the last counts.
 func textPart(s *scanner) (text int, err error) {
 	if s.b[s.i] != '{' {
 		return 0, errPart
 	}
 	s.i++
-	isText, typeSeen, textSeen := false, false, false
+	isText := false
 	for n := 0; ; {
 		key, ok, err := s.member(&n)
 		if err != nil {
@@ -158,14 +157,14 @@ func textPart(s *scanner) (text int, err error) {
 			break
 		}
 		switch {
-		case !typeSeen && keyIs(key, "type"):
-			typeSeen = true
+		case keyIs(key, "type"):
+			isText = false
 			if s.b[s.i] == '"' {
 				end := stringEnd(s.b, s.i+1)
 				isText = end > 0 && keyIs(s.b[s.i+1:end], "text")
 			}
-		case !textSeen && keyIs(key, "text"):
-			textSeen = true
+		case keyIs(key, "text"):
+			text = 0
 			if s.b[s.i] == '"' {
 				text = s.i
 			}

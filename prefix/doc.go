@@ -65,5 +65,8 @@
 // the token ids it reads are integers in [0, 2^32); "tools" is an array.
 // Everything else (later messages, other fields, trailing bytes, whether
 // brackets match in skipped values) is skipped without validation and left
-// to the upstream. Duplicate members: the first wins.
+// to the upstream. Duplicate members: the last wins, as in Python's json
+// (vLLM's and SGLang's parser) and encoding/json; an ill-typed member that
+// a later one replaces is no error. A UTF-8 byte order mark opening the
+// body is skipped, as Python skips it.
 package prefix

@@ -43,7 +43,28 @@ func keyCases() []keyCase {
 		{"chat part member order and image", RouteChat, `{"model":"m","messages":[` + sys + `,{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:x"}},{"text":"hi there","type":"text"}]}]}`, "chatA", nil},
 		{"chat turn 2", RouteChat, `{"model":"m","messages":[` + sys + `,{"role":"user","content":"hi there"},{"role":"assistant","content":"Hello."},{"role":"user","content":"more"}]}`, "chatA", nil},
 		{"chat turn 3 with tool call", RouteChat, `{"model":"m","messages":[` + sys + `,{"role":"user","content":"hi there"},{"role":"assistant","content":null,"tool_calls":[{"id":"1"}]},{"role":"tool","content":"42"},{"role":"user","content":5}]}`, "chatA", nil},
-		{"chat duplicate model first wins", RouteChat, `{"model":"m","model":"other","messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatA", nil},
+		// Duplicate members: the last wins, as in Python's json (vLLM's and
+		// SGLang's parser) and encoding/json, at every level the key reads;
+		// an earlier ill-typed duplicate is no error.
+		{"chat duplicate model last wins", RouteChat, `{"model":"other","model":"m","messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatA", nil},
+		{"chat duplicate model null first", RouteChat, `{"model":null,"model":"m","messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatA", nil},
+		{"chat duplicate messages", RouteChat, `{"model":"m","messages":[{"role":"user","content":"other"}],"messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatA", nil},
+		{"chat duplicate messages ill-typed first", RouteChat, `{"model":"m","messages":5,"messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatA", nil},
+		{"chat duplicate messages bad message first", RouteChat, `{"model":"m","messages":[{"role":7}],"messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatA", nil},
+		{"chat duplicate tools last null", RouteChat, `{"model":"m","tools":[{"type":"function"}],"tools":null,"messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatA", nil},
+		{"chat duplicate tools ill-typed first", RouteChat, `{"model":"m","tools":5,"tools":[],"messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatA", nil},
+		{"chat duplicate lora_path last null", RouteChat, `{"model":"m","lora_path":"sql","lora_path":null,"messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatA", nil},
+		{"chat duplicate role", RouteChat, `{"model":"m","messages":[{"role":"user","role":"system","content":"You are terse."},{"role":7,"role":"user","content":"hi there"}]}`, "chatA", nil},
+		{"chat duplicate content", RouteChat, `{"model":"m","messages":[{"role":"system","content":"other","content":"You are terse."},{"role":"user","content":5,"content":"hi there"}]}`, "chatA", nil},
+		{"chat duplicate part type and text", RouteChat, `{"model":"m","messages":[` + sys + `,{"role":"user","content":[{"type":"text","type":"image_url","text":"other"},{"type":"text","text":3,"text":"hi there"}]}]}`, "chatA", nil},
+		{"prompt duplicate", RouteCompletions, `{"model":"m","prompt":7,"prompt":"hello"}`, "p1", nil},
+		{"chat duplicate model ill-typed last", RouteChat, `{"model":"m","model":7,"messages":[{"role":"user","content":"hi"}]}`, "", errModelType},
+		{"chat duplicate messages ill-typed last", RouteChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"messages":5}`, "", errMsgsType},
+		// A UTF-8 byte order mark before the object: Python's json.loads
+		// reads bytes that start with one (vLLM and SGLang accept them).
+		{"chat byte order mark", RouteChat, "\xef\xbb\xbf" + `{"model":"m","messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatA", nil},
+		{"other route byte order mark", RouteOther, "\xef\xbb\xbf" + `{"model":"m","prompt":"hello"}`, "p1", nil},
+		{"byte order mark after space", RouteChat, " \xef\xbb\xbf" + `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, "", errNotObject},
 		{"chat tools null", RouteChat, `{"model":"m","tools":null,"messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatA", nil},
 		// Chat templates test "{% if tools %}", so an empty tools array
 		// renders like no tools at all and must key like none.

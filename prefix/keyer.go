@@ -170,53 +170,56 @@ func SessionKey(model, lora, session string) uint64 {
 	return d.Sum64()
 }
 
-// Model returns the body's model: its first top-level "model" member,
-// decoded as encoding/json would, or "" when the body is not an object or
-// that member is not a string. It validates nothing else and reads no
-// further than the model (skipping other members as Key does, quote to
-// quote), so the session path can key by model without parsing the body
-// for a prompt key.
+// Model returns the body's model: its top-level "model" member (the last
+// of duplicates, as Key reads it), decoded as encoding/json would, or ""
+// when the body is not an object or that member is not a string. It
+// validates nothing else and decodes nothing else (skipping other members
+// as Key does, quote to quote), so the session path can key by model
+// without parsing the body for a prompt key.
 func Model(body []byte) string {
 	model, _ := topStrings(body, false)
 	return model
 }
 
-// ModelAndLora is Model and the body's first top-level "lora_path" member
-// when that is a string ("" otherwise, as the keyer leaves a non-string to
-// SGLang), reading no further than both.
+// ModelAndLora is Model and the body's top-level "lora_path" member when
+// that is a string ("" otherwise, as the keyer leaves a non-string to
+// SGLang).
 func ModelAndLora(body []byte) (model, lora string) { return topStrings(body, true) }
 
+// topStrings reads every top-level member, since of duplicates the last
+// wins; a body that cannot be skipped to its end gives what was read.
 func topStrings(body []byte, withLora bool) (model, lora string) {
-	s := scanner{b: body}
+	s := newScanner(body)
 	if s.peek() != '{' {
 		return "", ""
 	}
 	s.i++
-	modelSeen, loraSeen := false, !withLora
-	for n := 0; !modelSeen || !loraSeen; {
+	for n := 0; ; {
 		key, ok, err := s.member(&n)
 		if err != nil || !ok {
 			return model, lora
 		}
 		var dst *string
 		switch {
-		case !modelSeen && keyIs(key, "model"):
-			modelSeen, dst = true, &model
-		case !loraSeen && keyIs(key, "lora_path"):
-			loraSeen, dst = true, &lora
+		case keyIs(key, "model"):
+			dst = &model
+		case withLora && keyIs(key, "lora_path"):
+			dst = &lora
 		}
-		if dst != nil && s.b[s.i] == '"' {
-			end := stringEnd(s.b, s.i+1)
-			if end < 0 {
-				return model, lora
+		if dst != nil {
+			*dst = ""
+			if s.b[s.i] == '"' {
+				end := stringEnd(s.b, s.i+1)
+				if end < 0 {
+					return model, lora
+				}
+				*dst = decodeString(s.b[s.i+1 : end])
 			}
-			*dst = decodeString(s.b[s.i+1 : end])
 		}
-		if (!modelSeen || !loraSeen) && s.skip() != nil {
+		if s.skip() != nil {
 			return model, lora
 		}
 	}
-	return model, lora
 }
 
 // decodeString decodes the content of a JSON string (between its quotes)
@@ -263,17 +266,20 @@ type request struct {
 	route  Route
 	model  int // offset of the model string's opening quote; 0 = absent
 	lora   int // same, for SGLang's "lora_path"
-	source bool
+	cfg    *Config
+	source bool // a prompt source (messages, prompt, input) was seen
 	tools  bool // a tools array was hashed
-	// first-wins bookkeeping for members whose first value may be ignored
-	loraSeen, toolsSeen bool
-	toolsT              text
-	preamble            text
-	anchor              text
-	markBuf             [160]uint64
-	newBytes            int // chat: bytes of the messages after the last assistant message; -1: none
-	sourcePos           int // offset of the messages or prompt value
-	toolsPos            int // offset of the tools array, if tools
+	// errs are the errors of the last member of each name the key reads:
+	// an earlier duplicate's is replaced (the last member wins).
+	errs      [numMembers]memberErr
+	toolsT    text
+	preamble  text
+	anchor    text
+	marks     []uint64 // where the anchor records its chunk prefixes; nil: nowhere
+	markBuf   [160]uint64
+	newBytes  int // chat: bytes of the messages after the last assistant message; -1: none
+	sourcePos int // offset of the messages or prompt value
+	toolsPos  int // offset of the tools array, if tools
 }
 
 // anchorSum is the anchor's hash: with marks (a Common table), the hash of

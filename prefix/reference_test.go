@@ -16,8 +16,9 @@ import (
 // check that the scanner agrees with it on every body encoding/json accepts.
 
 // member and object keep members in order, duplicates included:
-// map[string]any would lose the order of tool definitions and apply
-// last-wins to duplicates, where the key uses first-wins.
+// map[string]any would lose the order of tool definitions. Of duplicate
+// members get returns the last, as Python's json (vLLM's and SGLang's
+// parser) and encoding/json keep it.
 type member struct {
 	key string
 	val any
@@ -25,9 +26,9 @@ type member struct {
 type object []member
 
 func (o object) get(name string) (any, bool) {
-	for _, m := range o {
-		if m.key == name {
-			return m.val, true
+	for i := len(o) - 1; i >= 0; i-- {
+		if o[i].key == name {
+			return o[i].val, true
 		}
 	}
 	return nil, false
@@ -244,6 +245,9 @@ func refTools(v any, st *refStream) {
 // refKey is the reference Key. valid is false when encoding/json rejects
 // the body (the scanner is then only required not to panic).
 func refKey(cfg Config, route Route, body []byte) (key uint64, ok, valid bool, err error) {
+	// A UTF-8 byte order mark may open the body: Python's json.loads reads
+	// bytes that start with one.
+	body = bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))
 	if !json.Valid(body) {
 		return 0, false, false, nil
 	}

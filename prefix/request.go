@@ -1,47 +1,42 @@
 package prefix
 
 // parse reads the top-level object of body for route (not RouteOther).
-// Duplicate members: the first one wins, and later ones are skipped (the
-// upstream may pick another; routing on it then costs one cache miss, not
-// correctness). With a Common table, or when marks is not nil
+// Duplicate members: the last one wins, as in Python's json, which vLLM
+// and SGLang parse bodies with (and encoding/json): a later member of a
+// name the key reads is read again and replaces what the earlier one set,
+// and an error in an earlier one's value counts only if no later one
+// replaces it. With a Common table, or when marks is not nil
 // (Keyer.Prefixes), the anchor records its chunk prefixes into marks.
 func (r *request) parse(route Route, body []byte, cfg *Config, marks []uint64) error {
-	r.body, r.route, r.newBytes = body, route, -1
-	r.toolsT.init(cfg.MaxChars)
-	r.preamble.init(cfg.MaxChars)
-	window := cfg.window(route)
-	switch {
-	case cfg.Common != nil:
-		if marks == nil {
-			marks = r.markBuf[:0]
-		}
-		n := chunks(cfg.SharedChars) + chunks(window)
-		r.anchor.init(n * ChunkChars)
-		r.anchor.mark(marks, n)
-	case marks != nil: // without a table the key reads the first window only
-		r.anchor.init(window)
-		r.anchor.mark(marks, chunks(window))
-	default:
-		r.anchor.init(window)
+	r.body, r.route, r.cfg, r.newBytes = body, route, cfg, -1
+	if cfg.Common != nil && marks == nil {
+		marks = r.markBuf[:0]
 	}
-	s := scanner{b: body}
+	r.marks = marks
+	r.toolsT.init(cfg.MaxChars)
+	r.startSource()
+	s := newScanner(body)
 	if s.peek() != '{' {
 		return errNotObject
 	}
 	s.i++
 	for n := 0; ; {
 		key, ok, err := s.member(&n)
+		if err == nil && ok {
+			err = r.field(&s, key)
+		}
 		if err != nil {
-			return err
+			// A pending error stands before the syntax error: report the
+			// first one in the body, as a parse that stopped there would.
+			return r.pending(err)
 		}
 		if !ok {
 			break
 		}
-		if err := r.field(&s, key); err != nil {
-			return err
-		}
 	}
-	switch {
+	switch err := r.pending(nil); {
+	case err != nil:
+		return err
 	case r.model == 0:
 		return errModelMissing
 	case r.source:
@@ -54,54 +49,120 @@ func (r *request) parse(route Route, body []byte, cfg *Config, marks []uint64) e
 	return errInputMissing
 }
 
-// field consumes one top-level member's value.
-func (r *request) field(s *scanner, key []byte) error {
+// The members whose values the key reads and may find ill-typed, indexing
+// request.errs.
+const (
+	memberModel = iota
+	memberTools
+	memberSource // messages, prompt or input
+	numMembers
+)
+
+// memberErr is the error in a member's value, and where the value starts.
+type memberErr struct {
+	err error
+	at  int
+}
+
+// pending returns the first error in the body among the members' errors,
+// or else err.
+func (r *request) pending(err error) error {
+	first := -1
+	for i, e := range r.errs {
+		if e.err != nil && (first < 0 || e.at < r.errs[first].at) {
+			first = i
+		}
+	}
+	if first < 0 {
+		return err
+	}
+	return r.errs[first].err
+}
+
+// startSource resets what a prompt source (messages, prompt, input)
+// hashes, for its first member or a later duplicate that replaces it.
+func (r *request) startSource() {
+	cfg := r.cfg
+	window := cfg.window(r.route)
+	r.newBytes = -1
+	r.preamble.init(cfg.MaxChars)
 	switch {
-	case r.model == 0 && keyIs(key, "model"):
+	case cfg.Common != nil:
+		n := chunks(cfg.SharedChars) + chunks(window)
+		r.anchor.init(n * ChunkChars)
+		r.anchor.mark(r.marks, n)
+	case r.marks != nil: // without a table the key reads the first window only
+		r.anchor.init(window)
+		r.anchor.mark(r.marks, chunks(window))
+	default:
+		r.anchor.init(window)
+	}
+}
+
+// field consumes one top-level member's value. A value the key reads and
+// finds ill-typed or malformed is noted in r.errs and skipped (a later
+// member of its name may replace it); only a body whose brackets and
+// strings do not let it be skipped stops the scan.
+func (r *request) field(s *scanner, key []byte) error {
+	at := s.i
+	m, err := -1, error(nil)
+	switch {
+	case keyIs(key, "model"):
+		m, r.model = memberModel, 0
 		if s.b[s.i] != '"' {
-			return errModelType
+			err = errModelType
+			break
 		}
 		r.model = s.i
-	case !r.loraSeen && keyIs(key, "lora_path"):
-		r.loraSeen = true
+		err = s.skip()
+	case keyIs(key, "lora_path"):
 		// SGLang selects a LoRA adapter per request with lora_path instead
 		// of (or besides) the model name; a non-string is left to SGLang.
+		r.lora = 0
 		if s.b[s.i] == '"' {
 			r.lora = s.i
 		}
-	case r.route == RouteChat && !r.source && keyIs(key, "messages"):
-		r.source = true
-		r.sourcePos = s.i
-		return r.messages(s)
-	case r.route == RouteChat && !r.toolsSeen && keyIs(key, "tools"):
-		r.toolsSeen = true
-		if s.isNull() {
-			return nil
-		}
-		if s.b[s.i] != '[' {
-			return errTools
-		}
+		return s.skip()
+	case r.route == RouteChat && keyIs(key, "messages"):
+		m, r.source, r.sourcePos = memberSource, true, s.i
+		r.startSource()
+		err = r.messages(s)
+	case r.route == RouteChat && keyIs(key, "tools"):
+		m, r.tools = memberTools, false
+		r.toolsT.init(r.cfg.MaxChars)
+		switch {
+		case s.isNull():
+		case s.b[s.i] != '[':
+			err = errTools
 		// Chat templates render tools under "{% if tools %}", so an empty
 		// array prompts the model exactly as null or no tools do: key it
 		// like them.
-		if s.emptyArray() {
-			return nil
+		case s.emptyArray():
+		default:
+			r.tools, r.toolsPos = true, s.i
+			err = r.toolsT.tokens(s)
 		}
-		r.tools, r.toolsPos = true, s.i
-		return r.toolsT.tokens(s)
-	case r.route == RouteCompletions && !r.source && keyIs(key, "prompt"),
-		r.route == RouteEmbeddings && !r.source && keyIs(key, "input"):
-		r.source = true
-		r.sourcePos = s.i
-		return r.anchor.prompt(s)
+	case r.route == RouteCompletions && keyIs(key, "prompt"),
+		r.route == RouteEmbeddings && keyIs(key, "input"):
+		m, r.source, r.sourcePos = memberSource, true, s.i
+		r.startSource()
+		err = r.anchor.prompt(s)
+	default:
+		return s.skip()
 	}
-	return s.skip()
+	r.errs[m] = memberErr{}
+	if err != nil {
+		r.errs[m] = memberErr{err, at}
+		s.i = at
+		return s.skip()
+	}
+	return nil
 }
 
 // sniff picks the route a RouteOther body looks like, from its top-level
 // member names: messages, then prompt, then input.
 func sniff(body []byte) Route {
-	s := scanner{b: body}
+	s := newScanner(body)
 	if s.peek() != '{' {
 		return RouteOther
 	}

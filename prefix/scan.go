@@ -11,6 +11,21 @@ type scanner struct {
 	i int
 }
 
+// utf8BOM is the byte order mark a body may open with: Python's json.loads,
+// which vLLM and SGLang parse bodies with, reads bytes that start with one
+// (encoding/json refuses them), so such a body is no error here either.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
+// newScanner returns a scanner at the start of body, past a byte order
+// mark at its very start (Python reads none after white space).
+func newScanner(body []byte) scanner {
+	s := scanner{b: body}
+	if bytes.HasPrefix(body, utf8BOM) {
+		s.i = len(utf8BOM)
+	}
+	return s
+}
+
 // peek skips white space and returns the next byte, or 0 at the end.
 func (s *scanner) peek() byte {
 	for s.i < len(s.b) {

@@ -40,9 +40,10 @@ type text struct {
 	maxMarks int
 }
 
+// init starts t over, reading up to limit units and marking nothing.
 func (t *text) init(limit int) {
 	t.d.Reset()
-	t.limit = limit
+	t.ns, t.n, t.limit, t.next, t.marks, t.maxMarks = 0, 0, limit, 0, nil, 0
 }
 
 // mark makes t record its chunk prefixes into dst, up to max of them.
