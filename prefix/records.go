@@ -85,8 +85,13 @@ func canonical(out []SummaryEntry) []SummaryEntry {
 // sameShares reports whether two records' group counts give the same
 // shares to within a tenth of each: group shares move with every request,
 // and only a change that can move a group's spread is worth a publication.
+// Below MinShareRequests the request count itself is compared too: the
+// records' counts together decide whether there are shares at all and
+// whether they are early (MergeShares), so a count that grows there is
+// news even when every share holds still (one group's share stays 1).
 func sameShares(a, b SketchRecord) bool {
-	if len(a.Groups) != len(b.Groups) || (a.Requests == 0) != (b.Requests == 0) {
+	if len(a.Groups) != len(b.Groups) || (a.Requests == 0) != (b.Requests == 0) ||
+		!within(float64(min(a.Requests, MinShareRequests)), float64(min(b.Requests, MinShareRequests))) {
 		return false
 	}
 	for i := range a.Groups {
@@ -98,11 +103,17 @@ func sameShares(a, b SketchRecord) bool {
 		}
 		sa := float64(a.Groups[i].Count) / float64(a.Requests)
 		sb := float64(b.Groups[i].Count) / float64(b.Requests)
-		if d := sa - sb; d > 0.1*max(sa, sb) || -d > 0.1*max(sa, sb) {
+		if !within(sa, sb) {
 			return false
 		}
 	}
 	return true
+}
+
+// within reports whether a and b differ by at most a tenth of the larger.
+func within(a, b float64) bool {
+	d := a - b
+	return d <= 0.1*max(a, b) && -d <= 0.1*max(a, b)
 }
 
 // sameKnowledge reports whether two normalized summaries hold the same

@@ -299,3 +299,30 @@ func TestShareState(t *testing.T) {
 		t.Fatal("a publication did not fire Changed")
 	}
 }
+
+// Whether the cluster's shares are none, early or settled depends on the
+// requests the records count, not only on each group's share of them: a
+// replica whose request count grows past EarlyShareRequests and
+// MinShareRequests publishes it although every share holds still, or the
+// table would stay at its first publication's state.
+func TestSharesSettleAsTheRequestsGrow(t *testing.T) {
+	src := &fakeSource{fanout: 4}
+	setGroups := func(requests uint64) {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		src.groups = GroupCounts{Groups: []SummaryEntry{{Hash: 7, Count: 3 * requests / 10}}, Requests: requests}
+	}
+	setGroups(10)
+	s, _, _ := testShare(src, nil)
+	s.Publish(true)
+	if got := s.Common().Share(7); got != 0 {
+		t.Fatalf("a share of %v from 10 requests; want none", got)
+	}
+	for _, n := range []uint64{100, 10000} {
+		setGroups(n)
+		s.Tick()
+		if c := s.Common(); c.Share(7) != 0.3 || c.EarlyShares() != (n < MinShareRequests) {
+			t.Fatalf("after %d requests: share %v, early %v; want 0.3, early %v", n, c.Share(7), c.EarlyShares(), n < MinShareRequests)
+		}
+	}
+}
