@@ -6,7 +6,7 @@ const MaxBlocks = 4096
 
 // Blocks returns in dst (its contents replaced) the chained hashes of the
 // whole prompt, in the order an engine reads it: the model and SGLang's
-// lora_path (when a string), then for a chat the tools and every message
+// lora_path (when a non-empty string), then for a chat the tools and every message
 // (role and text), for a completion the prompt (the first of a batch). There is one hash per ChunkChars units,
 // each the hash of everything up to that point, and last the hash of all
 // of it when it ends between two boundaries; at most MaxBlocks. Two

@@ -12,8 +12,8 @@
 // Every key starts with the route kind and the model name, hashed whole.
 // vLLM serves a LoRA adapter under its own model name and SGLang accepts
 // "base:adapter" names or a "lora_path" field; an adapter's KV cache is not
-// its base model's, so both the model string and a string "lora_path" are
-// part of the key. Then:
+// its base model's, so both the model string and a non-empty string
+// "lora_path" are part of the key. Then:
 //
 //   - chat (/v1/chat/completions): three parts, each read up to
 //     Config.MaxChars characters: the tool definitions ("tools", as a token

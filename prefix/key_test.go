@@ -78,6 +78,9 @@ func keyCases() []keyCase {
 		{"chat two parts", RouteChat, `{"model":"m","messages":[` + sys + `,{"role":"user","content":[{"type":"text","text":"hi "},{"type":"text","text":"there"}]}]}`, "chatF", nil},
 		{"chat other model", RouteChat, `{"model":"m2","messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatG", nil},
 		{"chat lora model name", RouteChat, `{"model":"m:sql-adapter","messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatH", nil},
+		// An empty lora_path names no adapter: it keys like none, as the
+		// session key (SessionKey) takes "" for none.
+		{"chat sglang lora_path empty", RouteChat, `{"model":"m","lora_path":"","messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatA", nil},
 		{"chat sglang lora_path", RouteChat, `{"model":"m","lora_path":"sql","messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatI", nil},
 		{"chat tools", RouteChat, `{"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":{"n":1,"ok":true}}}],"messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatJ", nil},
 		{"chat tools whitespace", RouteChat, `{"model":"m","messages":[` + sys + `,{"role":"user","content":"hi there"}], "tools" : [ { "type" : "function" , "function" : { "name":"\u0066", "parameters" : {"n" : 1 , "ok" : true} } } ]}`, "chatJ", nil},

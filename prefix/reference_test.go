@@ -297,7 +297,7 @@ func refTop(cfg Config, route Route, top object) (uint64, error) {
 	}
 	binary.LittleEndian.PutUint64(b[1:], xxhash.Sum64String(ms))
 	if v, _ := top.get("lora_path"); v != nil {
-		if lora, isStr := v.(string); isStr {
+		if lora, isStr := v.(string); isStr && lora != "" {
 			binary.LittleEndian.PutUint64(b[9:], xxhash.Sum64String(lora))
 		}
 	}

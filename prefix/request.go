@@ -117,9 +117,10 @@ func (r *request) field(s *scanner, key []byte) error {
 		err = s.skip()
 	case keyIs(key, "lora_path"):
 		// SGLang selects a LoRA adapter per request with lora_path instead
-		// of (or besides) the model name; a non-string is left to SGLang.
+		// of (or besides) the model name; a non-string is left to SGLang,
+		// and an empty string names no adapter (as SessionKey takes "").
 		r.lora = 0
-		if s.b[s.i] == '"' {
+		if s.b[s.i] == '"' && s.i+1 < len(s.b) && s.b[s.i+1] != '"' {
 			r.lora = s.i
 		}
 		return s.skip()

@@ -131,6 +131,10 @@ func TestBlocks(t *testing.T) {
 	if odd, _ := k.Blocks(RouteCompletions, body(`"lora_path":null,`), nil); !slices.Equal(odd, base) {
 		t.Fatal("a null lora_path changed the blocks")
 	}
+	// Nor does an empty one, which names no adapter (SessionKey's "").
+	if empty, _ := k.Blocks(RouteCompletions, body(`"lora_path":"",`), nil); !slices.Equal(empty, base) {
+		t.Fatal("an empty lora_path changed the blocks")
+	}
 	// An empty tools array renders like none, so it must not change the
 	// blocks either.
 	none, _ := k.Blocks(RouteChat, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), nil)
