@@ -22,7 +22,7 @@ func (r *Replica) workersAPI() (*proxy.WorkersAPI, error) {
 	dropped := func(reason func(workers.Dropped) uint64) func() float64 {
 		return func() float64 { return float64(reason(set.Dropped())) }
 	}
-	const help = "Workers-set ops heard from peers and not applied, by reason: invalid (the URL policy refused it, or its record did not decode), over_cap (an add past --max-workers) or future (stamped more than an hour past this replica's clock)."
+	const help = "Workers-set ops heard from peers and not applied, by reason: invalid (the URL policy refused it, or its record did not decode), over_cap (an add past --max-workers: held, not routed, until a removal makes room) or future (stamped more than an hour past this replica's clock)."
 	for reason, f := range map[string]func(workers.Dropped) uint64{
 		"invalid":  func(d workers.Dropped) uint64 { return d.Invalid },
 		"over_cap": func(d workers.Dropped) uint64 { return d.OverCap },

@@ -34,7 +34,7 @@ func TestWorkersPolicyIsWired(t *testing.T) {
 	st := ws.Ops()[0].Stamp
 	ws.Merge([]workers.Op{{URL: "http://169.254.169.254", Stamp: st, Origin: "peer"}, {URL: "http://10.0.0.3:8000", Stamp: st, Origin: "peer"}})
 	want := `
-# HELP prefixring_workers_dropped_ops_total Workers-set ops heard from peers and not applied, by reason: invalid (the URL policy refused it, or its record did not decode), over_cap (an add past --max-workers) or future (stamped more than an hour past this replica's clock).
+# HELP prefixring_workers_dropped_ops_total Workers-set ops heard from peers and not applied, by reason: invalid (the URL policy refused it, or its record did not decode), over_cap (an add past --max-workers: held, not routed, until a removal makes room) or future (stamped more than an hour past this replica's clock).
 # TYPE prefixring_workers_dropped_ops_total counter
 prefixring_workers_dropped_ops_total{reason="future"} 0
 prefixring_workers_dropped_ops_total{reason="invalid"} 1

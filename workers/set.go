@@ -99,7 +99,9 @@ type Dropped struct {
 	// Invalid: ops whose URL the policy refuses, whose origin is empty or
 	// too long, or whose record did not decode.
 	Invalid uint64
-	// OverCap: adds that would have taken the set past MaxWorkers.
+	// OverCap: adds that took the set past MaxWorkers (held, not
+	// members; see [Set.Members]), or were not held because the set
+	// holds 4 × MaxWorkers ops and no removal.
 	OverCap uint64
 	// Future: ops stamped more than MaxClockAhead past this replica's
 	// clock.
@@ -155,10 +157,12 @@ func (s *Set) Register(url string) (bool, error) {
 		return false, err
 	}
 	old, ok := s.ops[url]
-	if ok && !old.Removed {
+	if ok && !old.Removed && slices.Contains(s.membersLocked(), url) {
 		s.mu.Unlock()
 		return false, nil
 	}
+	// An add held out past the cap (Members) is not re-stamped: it would
+	// lose its place to every add held.
 	if s.live >= s.policy.MaxWorkers {
 		s.mu.Unlock()
 		return false, fmt.Errorf("%w: %d are registered, the most this router takes (--max-workers); remove one first", ErrTooManyWorkers, s.live)
@@ -235,13 +239,13 @@ func (s *Set) checkLocked(op Op) bool {
 // changed. Ops older than the ones held change nothing; a tombstone past
 // its time to live is ignored rather than revived. An op the policy
 // refuses is dropped alone and counted ([Set.Dropped]), and its stamp does
-// not move the clock; so is an add that would take the members past
-// MaxWorkers (the peer republishes it, so it applies once a removal makes
-// room).
+// not move the clock. An add past MaxWorkers is held, counted, and not a
+// member (see [Set.Members]) until a removal makes room.
 func (s *Set) Merge(ops []Op) bool {
 	s.mu.Lock()
 	cutoff := s.cutoff()
-	changed := false
+	before := s.membersLocked()
+	put := false
 	for _, op := range ops {
 		if !s.checkLocked(op) {
 			s.dropped.Invalid++
@@ -259,19 +263,17 @@ func (s *Set) Merge(ops []Op) bool {
 		if ok && !Newer(op, old) {
 			continue
 		}
-		if !op.Removed && (!ok || old.Removed) && s.live >= s.policy.MaxWorkers {
-			s.dropped.OverCap++
-			continue
-		}
 		if !ok && !s.roomLocked() {
 			s.dropped.OverCap++
 			continue
 		}
 		s.putLocked(op)
-		if !ok && !op.Removed || ok && old.Removed != op.Removed {
-			changed = true
+		put = true
+		if !op.Removed && (!ok || old.Removed) && s.live > s.policy.MaxWorkers {
+			s.dropped.OverCap++
 		}
 	}
+	changed := put && !slices.Equal(before, s.membersLocked())
 	s.mu.Unlock()
 	if changed {
 		s.changed(false)
@@ -301,26 +303,45 @@ func (s *Set) changed(local bool) {
 	}
 }
 
-// Members returns the registered URLs, sorted.
+// Members returns the registered URLs, sorted: every add held, or, past
+// MaxWorkers, the MaxWorkers oldest (by stamp, then origin, then URL).
+// Replicas each under the cap may register more workers between them
+// than it; choosing by the ops alone, not by the order they arrived in,
+// makes every replica route the same ones, and an add held out becomes a
+// member on every replica once a removal makes room.
 func (s *Set) Members() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []string
-	for url, op := range s.ops {
+	return s.membersLocked()
+}
+
+func (s *Set) membersLocked() []string {
+	var adds []Op
+	for _, op := range s.ops {
 		if !op.Removed {
-			out = append(out, url)
+			adds = append(adds, op)
 		}
+	}
+	if len(adds) > s.policy.MaxWorkers {
+		slices.SortFunc(adds, func(a, b Op) int {
+			return cmp.Or(cmp.Compare(a.Stamp, b.Stamp), cmp.Compare(a.Origin, b.Origin), cmp.Compare(a.URL, b.URL))
+		})
+		adds = adds[:s.policy.MaxWorkers]
+	}
+	out := make([]string, 0, len(adds))
+	for _, op := range adds {
+		out = append(out, op.URL)
 	}
 	slices.Sort(out)
 	return out
 }
 
-// Has reports whether url is registered.
+// Has reports whether url is a member.
 func (s *Set) Has(url string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	op, ok := s.ops[url]
-	return ok && !op.Removed
+	return ok && !op.Removed && slices.Contains(s.membersLocked(), url)
 }
 
 // Ops returns every op held, tombstones included, sorted by URL: what the
