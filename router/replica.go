@@ -254,7 +254,12 @@ func (r *Replica) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	r.drain(done)
-	r.closeNode(true)
+	select {
+	case <-r.abort: // Close cut the drain short: stop as it says, as a crash would
+		r.closeNode(false)
+	default:
+		r.closeNode(true)
+	}
 	return nil
 }
 
