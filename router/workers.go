@@ -1,6 +1,8 @@
 package router
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prefixring/prefixring/proxy"
@@ -34,13 +36,36 @@ func (r *Replica) workersAPI() (*proxy.WorkersAPI, error) {
 			return nil, err
 		}
 	}
+	// Changes arrive from the API and from gossip at once. Each call reads
+	// the members, then sets them: two at once could set the older reading
+	// last, and route without a worker until the next change. So one call
+	// applies at a time, and re-reads the members if another change came
+	// meanwhile; that other call returns without waiting.
+	var (
+		mu                sync.Mutex
+		applying, pending bool
+	)
 	set.OnChange(func(local bool) {
-		members := set.Members()
-		if err := r.endpoints.SetSource("workers", members); err != nil {
-			r.log.Warn("registered workers not applied", "err", err)
+		mu.Lock()
+		pending = true
+		if applying {
+			mu.Unlock()
 			return
 		}
-		r.log.Info("registered workers changed", "workers", len(members), "here", local)
+		applying = true
+		for pending {
+			pending = false
+			mu.Unlock()
+			members := set.Members()
+			if err := r.endpoints.SetSource("workers", members); err != nil {
+				r.log.Warn("registered workers not applied", "err", err)
+			} else {
+				r.log.Info("registered workers changed", "workers", len(members), "here", local)
+			}
+			mu.Lock()
+		}
+		applying = false
+		mu.Unlock()
 	})
 	if r.node != nil {
 		if err := r.node.Carry(workers.NewShare(set)); err != nil {
