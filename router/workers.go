@@ -84,5 +84,12 @@ func (r *Replica) workersAPI() (*proxy.WorkersAPI, error) {
 		st, ok := r.endpoints.Snapshot().Get(ep.ID)
 		return ok && st.Healthy, r.balancer.Inflight().Load(ep.ID)
 	}
-	return &proxy.WorkersAPI{Registry: set, Status: status, Token: r.cfg.Workers.Token}, nil
+	return &proxy.WorkersAPI{Registry: registry{set}, Status: status, Token: r.cfg.Workers.Token}, nil
 }
+
+// registry is the set as the workers API sees it: every worker registered,
+// those held out past --max-workers included (not routed, so not healthy),
+// so that a registrar sees them and can remove them.
+type registry struct{ *workers.Set }
+
+func (r registry) Members() []string { return r.Registered() }

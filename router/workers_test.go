@@ -2,8 +2,12 @@ package router
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"net/netip"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -62,5 +66,49 @@ func TestWorkersPolicyValidated(t *testing.T) {
 	c.Workers.Mode = WorkersOff
 	if err := c.Validate(); err != nil {
 		t.Fatalf("the policy of an API that is off: %v", err)
+	}
+}
+
+// A worker held out past --max-workers (a peer registered it before
+// hearing of the others) is listed by GET /workers, not healthy since it
+// is not routed, and DELETE removes it: otherwise a registrar could not
+// take it back, and it would be routed once a removal made room.
+func TestWorkersAPIListsAndRemovesHeldOutWorkers(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	_, admin, r, done := start(t, ctx, func(c *Config) { c.Workers.Policy.MaxWorkers = 1 })
+	defer func() { cancel(); <-done }()
+	defer http.DefaultClient.CloseIdleConnections()
+	ws := r.Workers()
+	if _, err := ws.Register("http://10.0.0.1:8000"); err != nil {
+		t.Fatal(err)
+	}
+	held := "http://10.0.0.2:8000"
+	ws.Merge([]workers.Op{{URL: held, Stamp: ws.Ops()[0].Stamp + 1, Origin: "peer"}})
+	if ws.Has(held) {
+		t.Fatal("the add past the cap is routed")
+	}
+	resp, err := http.Get(admin + "/workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Workers []struct {
+			URL       string `json:"url"`
+			IsHealthy bool   `json:"is_healthy"`
+		} `json:"workers"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	_ = resp.Body.Close()
+	if err != nil || len(list.Workers) != 2 || list.Workers[1].URL != held || list.Workers[1].IsHealthy {
+		t.Fatalf("GET /workers: %+v %v, want both, %s not healthy", list, err, held)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, admin+"/workers/"+url.QueryEscape(held), nil)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted || !slices.ContainsFunc(ws.Ops(), func(op workers.Op) bool { return op.URL == held && op.Removed }) {
+		t.Fatalf("DELETE of the held worker: %d, ops %v", resp.StatusCode, ws.Ops())
 	}
 }

@@ -194,6 +194,9 @@ func TestCapHoldsTheSameWorkersEverywhere(t *testing.T) {
 			t.Fatalf("%s routes %v, want %v", s.node, got, want)
 		}
 	}
+	if got := a.Registered(); len(got) != 2 {
+		t.Fatalf("r0 holds %v registered, want both", got)
+	}
 	if d := a.Dropped(); d.OverCap != 1 {
 		t.Fatalf("r0 dropped %+v, want 1 over the cap", d)
 	}

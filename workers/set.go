@@ -336,6 +336,21 @@ func (s *Set) membersLocked() []string {
 	return out
 }
 
+// Registered returns every URL added and not removed, sorted: the
+// members and the adds held out past MaxWorkers.
+func (s *Set) Registered() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for url, op := range s.ops {
+		if !op.Removed {
+			out = append(out, url)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Has reports whether url is a member.
 func (s *Set) Has(url string) bool {
 	s.mu.Lock()
