@@ -124,4 +124,3 @@ func (l *Listener) Addr() net.Addr { return memAddr(l.addr) }
 
 // IsRefused reports a dial refused by the network.
 func IsRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
-
