@@ -299,8 +299,9 @@ func (a *WorkersAPI) lookup(r *http.Request) (string, bool) {
 }
 
 // sameEndpoint returns the registered workers that are the endpoint u
-// names (the same canonical endpoint ID: scheme and host in lower case, no
-// trailing slash or /v1), in the set's order.
+// names (the same canonical endpoint ID, [upstream.ParseEndpoint]: case,
+// a default or zero-padded port, an IP address's spelling, a trailing
+// slash or /v1 aside), in the set's order.
 func (a *WorkersAPI) sameEndpoint(u string) []string {
 	ep, _, err := upstream.ParseEndpoint(u)
 	if err != nil {

@@ -209,6 +209,41 @@ func TestWorkersAPIOneEndpointOneWorker(t *testing.T) {
 	}
 }
 
+// TestWorkersAPIOneWorkerForEverySpelling: the spellings of one engine
+// that differ in the default port, the port's leading zeros or the form of
+// its IP address are one worker, and a DELETE by any of them removes every
+// spelling the set holds. Before endpoint IDs were canonical they were
+// five workers.
+func TestWorkersAPIOneWorkerForEverySpelling(t *testing.T) {
+	srv, reg := workersServer(t, "")
+	spellings := []string{"http://10.0.0.1:80", "http://10.0.0.1", "HTTP://10.0.0.1:080/", "http://[::ffff:10.0.0.1]:80", "http://[0:0:0:0:0:ffff:a00:1]"}
+	for _, u := range spellings {
+		code, body, _ := call(t, "POST", srv.URL+"/workers", `{"url":"`+u+`"}`, "")
+		if code != http.StatusAccepted || body["url"] != spellings[0] {
+			t.Fatalf("POST %s: %d %v, want 202 naming the registered worker", u, code, body)
+		}
+	}
+	if m := reg.Members(); len(m) != 1 {
+		t.Fatalf("members %v, want one worker", m)
+	}
+	// A peer registered another spelling before this replica's add reached it.
+	reg.Merge([]workers.Op{{URL: "http://[::ffff:10.0.0.1]", Stamp: reg.Ops()[0].Stamp + 1, Origin: "r1"}})
+	if m := reg.Members(); len(m) != 2 {
+		t.Fatalf("after the merge, members %v", m)
+	}
+	for i, u := range spellings[1:] {
+		if code, body, _ := call(t, "GET", srv.URL+"/workers/"+url.QueryEscape(u), "", ""); code != http.StatusOK || body["url"] != spellings[0] {
+			t.Errorf("GET by spelling %d %s: %d %v", i+1, u, code, body)
+		}
+	}
+	if code, body, _ := call(t, "DELETE", srv.URL+"/workers/"+url.QueryEscape(spellings[4]), "", ""); code != http.StatusAccepted {
+		t.Fatalf("DELETE: %d %v", code, body)
+	}
+	if m := reg.Members(); len(m) != 0 {
+		t.Fatalf("after DELETE the endpoint is still registered as %v", m)
+	}
+}
+
 // TestPublicWorkersPathsAreCleanOrRefused: on the public listener a
 // /workers path with dot or empty segments gets the router's 400 in
 // OpenAI's shape, as every other path there does. Before the fix the

@@ -170,6 +170,60 @@ func TestDNSSRV(t *testing.T) {
 	}
 }
 
+// TestParseEndpointCanonicalID: every spelling of one server gives one
+// ID, so one engine registered under several spellings is one endpoint
+// (one share of routing, of the load bound and of --max-workers), and
+// spellings of different servers stay apart.
+func TestParseEndpointCanonicalID(t *testing.T) {
+	same := map[string][]string{
+		"http://10.0.0.1": {"http://10.0.0.1:80", "http://10.0.0.1", "HTTP://10.0.0.1:080/", "http://[::ffff:10.0.0.1]:80",
+			"http://[0:0:0:0:0:ffff:a00:1]", "10.0.0.1:80", "10.0.0.1", "http://10.0.0.1:", "http://10.0.0.1:80/v1/"},
+		"http://10.0.0.7:8000": {"http://10.0.0.7:8000", "10.0.0.7:8000", "http://10.0.0.7:08000/", "http://[::FFFF:10.0.0.7]:8000",
+			"gpu-a=http://10.0.0.7:8000"},
+		"https://gpu.example":    {"https://gpu.example", "HTTPS://GPU.Example:443/", "https://gpu.example:0443"},
+		"https://gpu.example:80": {"https://gpu.example:80"},
+		"http://gpu.example:443": {"http://gpu.example:443"},
+		"http://[2001:db8::1]":   {"http://[2001:DB8:0:0:0:0:0:1]", "http://[2001:db8::1]:80", "http://[2001:0db8::0001]"},
+		"http://[::1]:8000":      {"http://[::1]:8000", "http://[0:0:0:0:0:0:0:1]:8000", "[::1]:8000"},
+		"http://gw/models/llama": {"http://gw:80/models/llama/", "HTTP://GW/models/llama/v1"},
+	}
+	ids := map[string]bool{}
+	for id, spellings := range same {
+		if ids[id] {
+			t.Fatalf("two groups want ID %s", id)
+		}
+		ids[id] = true
+		for _, in := range spellings {
+			ep, _, err := ParseEndpoint(in)
+			if err != nil || ep.ID != id || ep.URL.String() != id {
+				t.Errorf("ParseEndpoint(%q) = %+v, %v; want ID %s", in, ep, err, id)
+			}
+		}
+	}
+	// Different ports, hosts, schemes and paths stay different endpoints.
+	apart := []string{"http://10.0.0.1:8000", "http://10.0.0.1:8001", "http://10.0.0.2", "https://10.0.0.1",
+		"http://10.0.0.1/a", "http://10.0.0.1/A", "http://[::1]", "http://[::2]", "http://gw", "http://[::10.0.0.1]"}
+	seen := map[string]string{}
+	for _, in := range apart {
+		ep, _, err := ParseEndpoint(in)
+		if err != nil {
+			t.Fatalf("ParseEndpoint(%q): %v", in, err)
+		}
+		if prev, ok := seen[ep.ID]; ok {
+			t.Errorf("%q and %q share ID %s", in, prev, ep.ID)
+		}
+		seen[ep.ID] = in
+	}
+	if ep, _, _ := ParseEndpoint("http://10.0.0.1:80"); ep.Name != "10.0.0.1" {
+		t.Errorf("the name of http://10.0.0.1:80 is %q, want the canonical host", ep.Name)
+	}
+	for _, in := range []string{"http://x:0", "http://x:65536", "http://x:99999999999999999999"} {
+		if _, _, err := ParseEndpoint(in); err == nil {
+			t.Errorf("ParseEndpoint(%q) accepted a port outside 1 to 65535", in)
+		}
+	}
+}
+
 func TestParseEndpoint(t *testing.T) {
 	good := map[string]struct{ id, name string }{
 		"10.0.0.1:8000":                 {"http://10.0.0.1:8000", "10.0.0.1:8000"},

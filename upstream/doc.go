@@ -6,8 +6,9 @@
 // records of a headless Service, or SRV records, re-resolved by
 // [DNSSource.Watch]), [FileSource] (an endpoints file, re-read on a tick or
 // at once on a signal) and the registered workers. The routed set is their
-// union, each entry parsed by [ParseEndpoint] (a URL, host:port or
-// label=url).
+// union by endpoint ID, each entry parsed by [ParseEndpoint] (a URL,
+// host:port or label=url) into its canonical ID, so spellings of one
+// server are one endpoint.
 //
 // Health ([HealthConfig]): active probes of each endpoint's /health, and
 // passive observations of the requests ([Set.ObserveSuccess],

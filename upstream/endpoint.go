@@ -2,15 +2,18 @@ package upstream
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
 // Endpoint is one inference server. Its ID is its canonical base URL
 // ("http://10.0.0.7:8000"), so it is stable across restarts of the router
-// and equal on every replica that discovers the same server; the ring,
-// gossip and metrics all key endpoints by it.
+// and equal on every replica that discovers the same server, however each
+// spelled it; the ring, gossip and metrics all key endpoints by it.
 type Endpoint struct {
 	ID   string
 	URL  *url.URL
@@ -27,6 +30,15 @@ var labelPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 // its server root: the router appends the client's whole path
 // (/v1/chat/completions), so a trailing /v1 would send every request to
 // /v1/v1/... and fail; stripped reports that it was removed.
+//
+// The ID is canonical, so that spellings of one server are one endpoint
+// (one share of routing and of the load bound, one worker in the workers
+// API): scheme
+// and host in lower case, the scheme's default port (80, 443) dropped, as
+// most operators already write such URLs, any other port without leading
+// zeros, an IPv4-mapped IPv6 address written as the IPv4 address, other IP
+// addresses in net/netip's form, and no trailing slash. A port must be 1
+// to 65535.
 func ParseEndpoint(raw string) (ep Endpoint, stripped bool, err error) {
 	s := strings.TrimSpace(raw)
 	label := ""
@@ -51,7 +63,9 @@ func ParseEndpoint(raw string) (ep Endpoint, stripped bool, err error) {
 		return Endpoint{}, false, fmt.Errorf("endpoint %q: only scheme, host, port and path are allowed", raw)
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
-	u.Host = strings.ToLower(u.Host)
+	if u.Host, err = canonicalHost(u); err != nil {
+		return Endpoint{}, false, fmt.Errorf("endpoint %q: %v", raw, err)
+	}
 	u.Path = strings.TrimRight(u.Path, "/")
 	if p, ok := strings.CutSuffix(u.Path, "/v1"); ok {
 		u.Path, stripped = p, true
@@ -61,4 +75,27 @@ func ParseEndpoint(raw string) (ep Endpoint, stripped bool, err error) {
 		label = u.Host
 	}
 	return Endpoint{ID: u.String(), URL: u, Name: label}, stripped, nil
+}
+
+// canonicalHost is u's host and port as the ID writes them.
+func canonicalHost(u *url.URL) (string, error) {
+	host := strings.ToLower(u.Hostname())
+	if ip, err := netip.ParseAddr(host); err == nil {
+		host = ip.Unmap().String()
+	}
+	port := u.Port()
+	if port != "" {
+		n, err := strconv.ParseUint(port, 10, 16)
+		if err != nil || n == 0 {
+			return "", fmt.Errorf("port %q is not 1 to 65535", port)
+		}
+		port = strconv.FormatUint(n, 10)
+	}
+	if port == "" || u.Scheme == "http" && port == "80" || u.Scheme == "https" && port == "443" {
+		if strings.Contains(host, ":") {
+			return "[" + host + "]", nil // IPv6
+		}
+		return host, nil
+	}
+	return net.JoinHostPort(host, port), nil
 }
