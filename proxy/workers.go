@@ -216,9 +216,13 @@ func (a *WorkersAPI) serveWorkers(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPost:
 		u, err := decodeWorker(r)
 		var bad *workerURLError
+		var refused *apiError
 		switch {
 		case errors.As(err, &bad):
 			writeError(w, registerError(bad.err))
+			return
+		case errors.As(err, &refused):
+			writeError(w, refused)
 			return
 		case err != nil:
 			writeError(w, errBadRequest(err.Error()))
@@ -318,6 +322,10 @@ func (a *WorkersAPI) sameEndpoint(u string) []string {
 
 const maxWorkerBody = 64 << 10
 
+// errWorkerTooLarge refuses a POST /workers body over maxWorkerBody as
+// the router refuses any body over its limit (errTooLarge).
+var errWorkerTooLarge = &apiError{http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body is larger than the workers API accepts (%d KiB).", maxWorkerBody>>10), "invalid_request_error", "request_too_large"}
+
 // decodeWorker reads a POST /workers body and returns the worker's URL as
 // given, less a trailing slash (dstack compares URLs that way), after
 // checking that it is an endpoint the router can use.
@@ -331,7 +339,7 @@ func decodeWorker(r *http.Request) (string, error) {
 	case err != nil:
 		return "", errors.New("could not read the request body")
 	case len(b) > maxWorkerBody:
-		return "", fmt.Errorf("request body is larger than %d bytes", maxWorkerBody)
+		return "", errWorkerTooLarge
 	}
 	if err := json.Unmarshal(b, &body); err != nil {
 		return "", fmt.Errorf(`request body must be a JSON object such as {"url": "http://10.0.0.7:8000", "worker_type": "regular"}: %v`, err)

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -116,6 +117,33 @@ func TestWorkersAPIRejectsBadInput(t *testing.T) {
 	}
 	if len(reg.Members()) != 0 {
 		t.Fatalf("bad input registered %v", reg.Members())
+	}
+}
+
+// A body over the workers API's 64 KiB limit is refused as the router
+// refuses any body over its limit: 413 request_too_large, declared or
+// chunked.
+func TestWorkersAPIBodyTooLarge(t *testing.T) {
+	srv, reg := workersServer(t, "")
+	big := `{"url":"http://10.0.0.7:8000","pad":"` + strings.Repeat("a", 70<<10) + `"}`
+	for _, chunked := range []bool{false, true} {
+		var body io.Reader = strings.NewReader(big)
+		if chunked {
+			body = io.MultiReader(body) // no length known: sent chunked
+		}
+		req, err := http.NewRequest("POST", srv.URL+"/workers", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertAPIError(t, resp, http.StatusRequestEntityTooLarge, "invalid_request_error")
+		resp.Body.Close()
+	}
+	if len(reg.Members()) != 0 {
+		t.Fatalf("an oversized body registered %v", reg.Members())
 	}
 }
 
