@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -41,11 +42,12 @@ var labelPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 // to 65535.
 func ParseEndpoint(raw string) (ep Endpoint, stripped bool, err error) {
 	s := strings.TrimSpace(raw)
+	shown := redactUserinfo(raw) // errors are logged: never quote a password
 	label := ""
 	if i := strings.Index(s, "="); i >= 0 && !strings.Contains(s[:i], "/") {
 		label, s = s[:i], s[i+1:]
 		if !labelPattern.MatchString(label) {
-			return Endpoint{}, false, fmt.Errorf("endpoint %q: label %q: want letters, digits, '.', '_' or '-'", raw, label)
+			return Endpoint{}, false, fmt.Errorf("endpoint %q: label %q: want letters, digits, '.', '_' or '-'", shown, label)
 		}
 	}
 	if !strings.Contains(s, "://") {
@@ -54,17 +56,26 @@ func ParseEndpoint(raw string) (ep Endpoint, stripped bool, err error) {
 	u, err := url.Parse(s)
 	switch {
 	case err != nil:
-		return Endpoint{}, false, fmt.Errorf("endpoint %q: %v", raw, err)
+		// url.Error quotes the URL, and its cause may quote a piece of
+		// the userinfo (a '/' in a password ends the host early).
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		if shown != raw {
+			err = errors.New("not a valid URL")
+		}
+		return Endpoint{}, false, fmt.Errorf("endpoint %q: %v", shown, err)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return Endpoint{}, false, fmt.Errorf("endpoint %q: scheme must be http or https", raw)
+		return Endpoint{}, false, fmt.Errorf("endpoint %q: scheme must be http or https", shown)
 	case u.Host == "" || u.Hostname() == "":
-		return Endpoint{}, false, fmt.Errorf("endpoint %q: no host", raw)
+		return Endpoint{}, false, fmt.Errorf("endpoint %q: no host", shown)
 	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
-		return Endpoint{}, false, fmt.Errorf("endpoint %q: only scheme, host, port and path are allowed", raw)
+		return Endpoint{}, false, fmt.Errorf("endpoint %q: only scheme, host, port and path are allowed", shown)
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	if u.Host, err = canonicalHost(u); err != nil {
-		return Endpoint{}, false, fmt.Errorf("endpoint %q: %v", raw, err)
+		return Endpoint{}, false, fmt.Errorf("endpoint %q: %v", shown, err)
 	}
 	u.Path = strings.TrimRight(u.Path, "/")
 	if p, ok := strings.CutSuffix(u.Path, "/v1"); ok {
@@ -98,4 +109,19 @@ func canonicalHost(u *url.URL) (string, error) {
 		return host, nil
 	}
 	return net.JoinHostPort(host, port), nil
+}
+
+// redactUserinfo returns raw with any userinfo replaced by "***": all
+// from the authority's start to the last '@', since a password may hold
+// any character a parser would stop at.
+func redactUserinfo(raw string) string {
+	at := strings.LastIndex(raw, "@")
+	if at < 0 {
+		return raw
+	}
+	start := 0
+	if i := strings.Index(raw, "://"); i >= 0 && i < at {
+		start = i + len("://")
+	}
+	return raw[:start] + "***" + raw[at:]
 }

@@ -43,6 +43,33 @@ func TestParseEndpointsFile(t *testing.T) {
 	}
 }
 
+// An endpoint's error, alone or on a file's line, never quotes a URL's
+// credentials: the file is read on every tick and its errors are logged.
+func TestEndpointErrorsHideCredentials(t *testing.T) {
+	for _, line := range []string{
+		"http://admin:s3cret@10.0.0.1:8000",
+		"https://admin:s3cret@10.0.0.1:8000/v1",
+		"admin:s3cret@10.0.0.1:8000",
+		"gpu1=http://admin:s3cret@10.0.0.1:8000",
+		"http://admin:s3cret@10.0.0.1:port",
+		"http://admin:s3cret@[::1",
+		"ftp://admin:s3cret@10.0.0.1:21",
+		"http://admin:s3/cret@10.0.0.1:8000",
+		"bad label!=http://admin:s3cret@10.0.0.1:8000",
+	} {
+		_, err := ParseEndpointsFile([]byte("http://10.0.0.2:8000\n" + line + "\n"))
+		if err == nil {
+			t.Fatalf("%q: accepted", line)
+		}
+		if !strings.Contains(err.Error(), "line 2") || strings.Contains(err.Error(), "s3") {
+			t.Errorf("%q: error %q must name line 2 and hide the password", line, err)
+		}
+		if _, _, err := ParseEndpoint(line); err == nil || strings.Contains(err.Error(), "s3") {
+			t.Errorf("ParseEndpoint(%q): error %v must hide the password", line, err)
+		}
+	}
+}
+
 // The watcher applies each new content once, and keeps the last good set
 // through a missing file, a bad line and an empty file, warning once per
 // problem.
