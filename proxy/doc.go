@@ -47,8 +47,9 @@
 // Clients see OpenAI-style errors ({"error":{"message","type","param",
 // "code"}}): 400 for a body the key cannot be read from or a refused path,
 // 404 for an unknown route, 405 for a wrong method, 408 for a stalled body,
-// 413 for a body over the limit, 503 when no endpoint is healthy, 502 when
-// upstreams failed on every try, 504 when one did not answer in time, and
+// 413 for a body over the limit, 503 when no endpoint is healthy (or every
+// pick had just left the set, so no try was sent), 502 when upstreams
+// failed on every try, 504 when one did not answer in time, and
 // an upstream's own error status in the same shape when its body was not
 // JSON. No internal detail leaks.
 package proxy

@@ -167,3 +167,45 @@ func TestDepartedPicksCostNoRetry(t *testing.T) {
 		})
 	}
 }
+
+// TestOnlyDepartedPicksAnswerNoHealthy: when every endpoint the balancer
+// hands out has already left the set, no try is ever sent, so the client
+// gets the answer for no endpoint at all (503 no_healthy_endpoint, which
+// clients retry), not 502 "the endpoints failed to answer". A try that
+// was sent and failed still answers 502 ("failed, then departed").
+func TestOnlyDepartedPicksAnswerNoHealthy(t *testing.T) {
+	t.Run("only departed", func(t *testing.T) {
+		f := newFixture(t, 1)
+		var eps []ring.Endpoint
+		for i := range 3 {
+			eps = append(eps, ring.Endpoint{ID: fmt.Sprintf("http://departed-%d:8000", i), Healthy: true})
+		}
+		if err := f.balancer.Update(eps); err != nil {
+			t.Fatal(err)
+		}
+		resp := f.post(t, "/v1/chat/completions", chatBody("sys", "hello"))
+		defer resp.Body.Close()
+		assertAPIError(t, resp, http.StatusServiceUnavailable, "service_unavailable")
+		if f.ups[0].served.Load() != 0 {
+			t.Fatal("the set's endpoint, not in the balancer, was sent the request")
+		}
+	})
+	t.Run("failed, then departed", func(t *testing.T) {
+		f := newFixture(t, 1)
+		f.ups[0].setHandler(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusBadGateway)
+		})
+		eps := []ring.Endpoint{{ID: mustID(t, f.ups[0].URL), Healthy: true}}
+		for i := range 3 {
+			eps = append(eps, ring.Endpoint{ID: fmt.Sprintf("http://departed-%d:8000", i), Healthy: true})
+		}
+		if err := f.balancer.Update(eps); err != nil {
+			t.Fatal(err)
+		}
+		resp := f.post(t, "/v1/chat/completions", chatBody("sys", "hello"))
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusBadGateway || f.ups[0].served.Load() != 1 {
+			t.Fatalf("%d after %d sent tries, want the endpoint's 502 after 1", resp.StatusCode, f.ups[0].served.Load())
+		}
+	})
+}

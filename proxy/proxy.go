@@ -339,7 +339,10 @@ func (rt *Router) errorHandler(w http.ResponseWriter, r *http.Request, err error
 	}
 	e := errUpstream
 	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	switch {
+	case errors.Is(err, errNoneSent):
+		e = errNoHealthy // nothing failed: no endpoint could take it
+	case errors.As(err, &ne) && ne.Timeout():
 		e = errUpstreamTimeout
 	}
 	rt.log.Warn("upstream failed", "endpoint", x.lease.Endpoint, "tried", x.tried, "err", err)

@@ -53,6 +53,9 @@ var (
 	errEndpointGone = errors.New("endpoint left the set")
 	errEndpointDown = errors.New("endpoint stopped answering its health probes")
 	errNoCandidate  = errors.New("no endpoint left to try")
+	// errNoneSent: every pick had left the set, so no try was sent; the
+	// client is answered as when no endpoint is available (errNoHealthy).
+	errNoneSent = errors.New("every pick had left the set")
 )
 
 // endpointDownHook, when set (tests), runs on the goroutine that abandons
@@ -64,8 +67,10 @@ var endpointDownHook atomic.Pointer[func()]
 func (t *retrying) RoundTrip(out *http.Request) (*http.Response, error) {
 	x := exchangeOf(out)
 	cfg := t.rt.cfg
+	sent := false
 	for try := 0; ; try++ {
 		resp, err := t.send(out, x)
+		sent = sent || !errors.Is(err, errEndpointGone)
 		if !retryable(resp, err) || out.Context().Err() != nil {
 			return resp, err
 		}
@@ -86,6 +91,9 @@ func (t *retrying) RoundTrip(out *http.Request) (*http.Response, error) {
 		if perr != nil {
 			if resp != nil {
 				return resp, nil
+			}
+			if !sent {
+				return nil, fmt.Errorf("%w (%w: %v)", errNoneSent, errNoCandidate, perr)
 			}
 			return nil, fmt.Errorf("%w (%w: %v)", err, errNoCandidate, perr)
 		}
