@@ -157,9 +157,12 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("gossip: %w", err)
 	}
 	n.ml = ml
-	n.startPeers()
 	n.addr = ml.LocalNode().Address()
+	// Publish before the send queues run: a member that joined since
+	// Create is owed the join envelope, which carries our last entry, and
+	// until this first publication that is an empty one (node "").
 	n.publish(n.cfg.Clock(), true)
+	n.startPeers()
 	first := false
 	if len(n.cfg.Join) > 0 {
 		first = n.joinBounded(ctx)
