@@ -122,19 +122,14 @@ func TestRequestsFaultCountsAgainstNone(t *testing.T) {
 // down, so a second endpoint that answered its probes but failed every
 // request with 500 was never ejected.
 func TestDeadEndpointLeavesTheEjectionCap(t *testing.T) {
-	now := time.Unix(1_000_000, 0)
-	fn := newFakeNet()
-	cfg := fastHealth()
-	cfg.MaxEjectionPercent, cfg.PanicThreshold = 20, 50
-	s := newTestSet(t, cfg, fn, func(o *Options) { o.Now = func() time.Time { return now } })
-	_ = s.SetSource("static", []string{"http://a:1", "http://b:1", "http://c:1", "http://d:1", "http://e:1"})
+	s, fn, cfg, now := capOfOne(t)
 
 	fn.set("a:1", true) // a dies: its requests fail at once
 	for range 3 {
 		s.ObserveFailure("http://a:1", errors.New("connection refused"))
 	}
 	for range cfg.FailureThreshold { // then its probes
-		now = now.Add(cfg.Interval)
+		*now = now.Add(cfg.Interval)
 		s.ProbeAll(context.Background())
 	}
 	for req := uint64(1); req <= 10; req++ { // b answers probes, fails requests
@@ -145,7 +140,7 @@ func TestDeadEndpointLeavesTheEjectionCap(t *testing.T) {
 	}
 
 	fn.set("a:1", false) // a comes back: its first passing probe after its ejection time returns it
-	now = now.Add(cfg.BaseEjection)
+	*now = now.Add(cfg.BaseEjection)
 	s.ProbeAll(context.Background())
 	if got := ejectedIDs(s); slices.Contains(got, "http://a:1") {
 		t.Fatalf("a answers its probes again and is still out: ejected %v", got)
@@ -211,19 +206,14 @@ func (h *countingHandler) count(msg string) int {
 // so a second endpoint failing its requests stays in. A passing probe
 // breaks the run of failed ones, as it does for an endpoint not ejected.
 func TestFlakyProbesKeepARequestEjectionInTheCap(t *testing.T) {
-	now := time.Unix(1_000_000, 0)
-	fn := newFakeNet()
-	cfg := fastHealth()
-	cfg.MaxEjectionPercent, cfg.PanicThreshold = 20, 50
-	s := newTestSet(t, cfg, fn, func(o *Options) { o.Now = func() time.Time { return now } })
-	_ = s.SetSource("static", []string{"http://a:1", "http://b:1", "http://c:1", "http://d:1", "http://e:1"})
+	s, fn, cfg, now := capOfOne(t)
 
 	for range 3 { // a fails its requests: it takes the cap's one slot
 		s.ObserveFailure("http://a:1", errors.New("connection refused"))
 	}
 	for i := range 2*cfg.FailureThreshold - 1 { // its probes fail every other time
 		fn.set("a:1", i%2 == 0)
-		now = now.Add(cfg.Interval)
+		*now = now.Add(cfg.Interval)
 		s.ProbeAll(context.Background())
 	}
 	for req := uint64(1); req <= 10; req++ {
@@ -242,28 +232,36 @@ func TestFlakyProbesKeepARequestEjectionInTheCap(t *testing.T) {
 // held out for its old ejection time instead, it was a second endpoint out
 // for failed requests beside the one the cap allows, uncounted.
 func TestRevivedEndpointRespectsTheEjectionCap(t *testing.T) {
-	now := time.Unix(1_000_000, 0)
-	fn := newFakeNet()
-	cfg := fastHealth()
-	cfg.MaxEjectionPercent, cfg.PanicThreshold = 20, 50
-	s := newTestSet(t, cfg, fn, func(o *Options) { o.Now = func() time.Time { return now } })
-	_ = s.SetSource("static", []string{"http://a:1", "http://b:1", "http://c:1", "http://d:1", "http://e:1"})
+	s, fn, cfg, now := capOfOne(t)
 
 	for range cfg.FailureThreshold { // a fails its requests: the cap's one slot
 		s.ObserveFailure("http://a:1", errors.New("connection reset"))
 	}
 	fn.set("a:1", true) // then its host dies
 	for range cfg.FailureThreshold {
-		now = now.Add(cfg.Interval)
+		*now = now.Add(cfg.Interval)
 		s.ProbeAll(context.Background())
 	}
 	for req := uint64(1); req <= 10; req++ { // b takes the slot a left
 		s.ObserveServerError("http://b:1", req, 500)
 	}
 	fn.set("a:1", false) // a's host is back, well within a's ejection time
-	now = now.Add(cfg.Interval)
+	*now = now.Add(cfg.Interval)
 	s.ProbeAll(context.Background())
 	if got := ejectedIDs(s); !slices.Equal(got, []string{"http://b:1"}) {
 		t.Fatalf("every probe passes and %v are out; want only b, the one endpoint the cap lets failed requests hold out", got)
 	}
+}
+
+// capOfOne is five endpoints (a to e) whose ejection cap (20 %) holds one
+// of them out for its requests, on a clock the test moves through now.
+func capOfOne(t *testing.T) (*Set, *fakeNet, HealthConfig, *time.Time) {
+	t.Helper()
+	now := time.Unix(1_000_000, 0)
+	fn := newFakeNet()
+	cfg := fastHealth()
+	cfg.MaxEjectionPercent, cfg.PanicThreshold = 20, 50
+	s := newTestSet(t, cfg, fn, func(o *Options) { o.Now = func() time.Time { return now } })
+	_ = s.SetSource("static", []string{"http://a:1", "http://b:1", "http://c:1", "http://d:1", "http://e:1"})
+	return s, fn, cfg, &now
 }
