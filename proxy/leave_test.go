@@ -176,11 +176,7 @@ func TestDepartedPicksCostNoRetry(t *testing.T) {
 func TestOnlyDepartedPicksAnswerNoHealthy(t *testing.T) {
 	t.Run("only departed", func(t *testing.T) {
 		f := newFixture(t, 1)
-		var eps []ring.Endpoint
-		for i := range 3 {
-			eps = append(eps, ring.Endpoint{ID: fmt.Sprintf("http://departed-%d:8000", i), Healthy: true})
-		}
-		if err := f.balancer.Update(eps); err != nil {
+		if err := f.balancer.Update(departed(3)); err != nil {
 			t.Fatal(err)
 		}
 		resp := f.post(t, "/v1/chat/completions", chatBody("sys", "hello"))
@@ -195,10 +191,7 @@ func TestOnlyDepartedPicksAnswerNoHealthy(t *testing.T) {
 		f.ups[0].setHandler(func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusBadGateway)
 		})
-		eps := []ring.Endpoint{{ID: mustID(t, f.ups[0].URL), Healthy: true}}
-		for i := range 3 {
-			eps = append(eps, ring.Endpoint{ID: fmt.Sprintf("http://departed-%d:8000", i), Healthy: true})
-		}
+		eps := append([]ring.Endpoint{{ID: mustID(t, f.ups[0].URL), Healthy: true}}, departed(3)...)
 		if err := f.balancer.Update(eps); err != nil {
 			t.Fatal(err)
 		}
@@ -208,4 +201,14 @@ func TestOnlyDepartedPicksAnswerNoHealthy(t *testing.T) {
 			t.Fatalf("%d after %d sent tries, want the endpoint's 502 after 1", resp.StatusCode, f.ups[0].served.Load())
 		}
 	})
+}
+
+// departed is n endpoints the balancer may hand out that the set no
+// longer holds.
+func departed(n int) []ring.Endpoint {
+	var eps []ring.Endpoint
+	for i := range n {
+		eps = append(eps, ring.Endpoint{ID: fmt.Sprintf("http://departed-%d:8000", i), Healthy: true})
+	}
+	return eps
 }
