@@ -18,6 +18,29 @@ func mustKey(t *testing.T, k *Keyer, r Route, body string) uint64 {
 
 func completion(prompt string) string { return `{"model":"m","prompt":"` + prompt + `"}` }
 
+// learnShared has a sketch of fanout 4 observe the completion bodies, as a
+// keyer that reads as deep as a sketch does finds their prefixes, and
+// returns the shared prefixes it would publish, and the last body's
+// prefixes.
+func learnShared(t *testing.T, bodies ...string) (*Common, []uint64) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Common = NewCommon(nil)
+	k, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk := NewSketch(4, 0)
+	var p []uint64
+	for _, b := range bodies {
+		if p, err = k.Prefixes(RouteCompletions, []byte(b), nil); err != nil {
+			t.Fatal(err)
+		}
+		sk.Observe(p)
+	}
+	return MergeSummaries(sk.Fanout(), sk.Summary(64)), p
+}
+
 // TestMaxChars: text past MaxChars code points never changes the key, text
 // before it always does; multi-byte runes and escapes count as one.
 func TestMaxChars(t *testing.T) {
@@ -86,15 +109,11 @@ func TestCommonSkipsSharedPreamble(t *testing.T) {
 	cfg.Common = NewCommon(nil)
 	plain, _ := New(cfg)
 	pre := strings.Repeat("context ", 3*ChunkChars/8) // exactly three chunks
-	sk := NewSketch(4, 0)
+	var bodies []string
 	for i := range 10 {
-		p, err := plain.Prefixes(RouteCompletions, []byte(completion(pre+strings.Repeat(string(rune('a'+i)), 600))), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sk.Observe(p)
+		bodies = append(bodies, completion(pre+strings.Repeat(string(rune('a'+i)), 600)))
 	}
-	common := MergeSummaries(sk.Fanout(), sk.Summary(64))
+	common, _ := learnShared(t, bodies...)
 	if common.Len() != 1 {
 		t.Fatalf("shared prefixes: %d, want 1 (the preamble's last chunk)", common.Len())
 	}
@@ -133,15 +152,12 @@ func TestTurnsOfACompletionsConversationKeyAlike(t *testing.T) {
 		}
 		return completion(p)
 	}
-	cfg := DefaultConfig()
-	cfg.Common = NewCommon(nil)
-	learn, _ := New(cfg)
-	sk := NewSketch(4, 0)
+	var firsts []string
 	for c := range 6 {
-		p, _ := learn.Prefixes(RouteCompletions, []byte(turn(c, 0)), nil)
-		sk.Observe(p)
+		firsts = append(firsts, turn(c, 0))
 	}
-	cfg.Common = MergeSummaries(sk.Fanout(), sk.Summary(64))
+	cfg := DefaultConfig()
+	cfg.Common, _ = learnShared(t, firsts...)
 	k, _ := New(cfg)
 	first := mustKey(t, k, RouteCompletions, turn(7, 0))
 	for turnNo := 1; turnNo < 6; turnNo++ {
@@ -255,20 +271,12 @@ func TestModelAndLora(t *testing.T) {
 // must not lose this.
 func TestShortQuestionsAfterASharedPreamble(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.Common = NewCommon(nil)
-	learn, _ := New(cfg)
 	pre := strings.Repeat("You are a careful assistant. ", 30) // 870 chars: 3 whole chunks and a bit
-	sk := NewSketch(4, 0)
-	var prefixes []uint64
+	var bodies []string
 	for i := range 4 {
-		p, err := learn.Prefixes(RouteCompletions, []byte(completion(pre+fmt.Sprintf("Question %d: why?", i))), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sk.Observe(p)
-		prefixes = p
+		bodies = append(bodies, completion(pre+fmt.Sprintf("Question %d: why?", i)))
 	}
-	common := MergeSummaries(sk.Fanout(), sk.Summary(64))
+	common, prefixes := learnShared(t, bodies...)
 	if got := common.Hashes(); !slices.Equal(got, []uint64{prefixes[2]}) {
 		t.Fatalf("shared %x, want the preamble's third chunk %x", got, prefixes[2])
 	}
@@ -286,21 +294,13 @@ func TestShortQuestionsAfterASharedPreamble(t *testing.T) {
 // every turn keys like the first.
 func TestLongTurnsDoNotShareTheirOwnHistory(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.Common = NewCommon(nil)
-	k, _ := New(cfg)
 	prompt := ""
-	sk := NewSketch(4, 0)
 	var turns []string
 	for i := range 8 {
 		prompt += fmt.Sprintf(" User: question %d %s Assistant: %s", i, strings.Repeat("why ", 40), strings.Repeat("because ", 50))
 		turns = append(turns, completion(prompt))
-		p, err := k.Prefixes(RouteCompletions, []byte(turns[i]), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sk.Observe(p)
 	}
-	common := MergeSummaries(sk.Fanout(), sk.Summary(64))
+	common, _ := learnShared(t, turns...)
 	if common.Len() != 0 {
 		t.Fatalf("one conversation's turns marked %d of its own prefixes shared", common.Len())
 	}
