@@ -214,7 +214,7 @@ func TestSessionKey(t *testing.T) {
 	}
 }
 
-// Model reads the model the session key needs without parsing the rest:
+// ModelAndLora reads the model the session key needs without parsing the rest:
 // the last top-level "model" member (duplicates: the last wins, as in
 // Python's json, which vLLM and SGLang parse with), decoded as encoding/json decodes it,
 // wherever it stands; "" for anything that is not a string model.
@@ -236,8 +236,8 @@ func TestModel(t *testing.T) {
 		{`["model","llama"]`, ""},
 		{``, ""},
 	} {
-		if got := Model([]byte(tc.body)); got != tc.want {
-			t.Errorf("Model(%s) = %q, want %q", tc.body, got, tc.want)
+		if got, _ := ModelAndLora([]byte(tc.body)); got != tc.want {
+			t.Errorf("ModelAndLora(%s) model %q, want %q", tc.body, got, tc.want)
 		}
 	}
 }

@@ -170,25 +170,16 @@ func SessionKey(model, lora, session string) uint64 {
 	return d.Sum64()
 }
 
-// Model returns the body's model: its top-level "model" member (the last
-// of duplicates, as Key reads it), decoded as encoding/json would, or ""
-// when the body is not an object or that member is not a string. It
-// validates nothing else and decodes nothing else (skipping other members
-// as Key does, quote to quote), so the session path can key by model
-// without parsing the body for a prompt key.
-func Model(body []byte) string {
-	model, _ := topStrings(body, false)
-	return model
-}
-
-// ModelAndLora is Model and the body's top-level "lora_path" member when
-// that is a string ("" otherwise, as the keyer leaves a non-string to
-// SGLang).
-func ModelAndLora(body []byte) (model, lora string) { return topStrings(body, true) }
-
-// topStrings reads every top-level member, since of duplicates the last
-// wins; a body that cannot be skipped to its end gives what was read.
-func topStrings(body []byte, withLora bool) (model, lora string) {
+// ModelAndLora returns the body's model and SGLang's lora_path: their
+// top-level members (the last of duplicates, as Key reads them), decoded
+// as encoding/json would, each "" when the body is not an object or the
+// member is not a string (the keyer leaves a non-string lora_path to
+// SGLang). It validates nothing else and decodes nothing else (skipping
+// other members as Key does, quote to quote), so the session path can key
+// by model without parsing the body for a prompt key. It reads every
+// top-level member, since of duplicates the last wins; a body that cannot
+// be skipped to its end gives what was read.
+func ModelAndLora(body []byte) (model, lora string) {
 	s := newScanner(body)
 	if s.peek() != '{' {
 		return "", ""
@@ -203,7 +194,7 @@ func topStrings(body []byte, withLora bool) (model, lora string) {
 		switch {
 		case keyIs(key, "model"):
 			dst = &model
-		case withLora && keyIs(key, "lora_path"):
+		case keyIs(key, "lora_path"):
 			dst = &lora
 		}
 		if dst != nil {
