@@ -151,3 +151,56 @@ func TestCapacity(t *testing.T) {
 		t.Fatalf("101 tokens over MaxModelLen 100: err = %v", err)
 	}
 }
+
+// vLLM v1 caches full blocks of generated tokens as it does prompt blocks
+// (KVCacheManager.allocate_slots caches up to the request's num_tokens,
+// outputs included), so a conversation's next turn, whose prompt is the
+// last one and its answer and more, finds the answer cached too.
+func TestGeneratedBlocksAreCached(t *testing.T) {
+	e := newEngine(t, smallConfig(64))
+	prompt, answer := seq(100, 10), seq(500, 12) // 10 + 12 = 22 tokens: 5 full blocks
+	a := &Request{ID: 1, Prompt: PromptThenOutput(4, prompt, append(append([]uint32(nil), prompt...), answer...)), MaxTokens: len(answer)}
+	add(t, e, a, 0)
+	now, _ := drain(t, e, 0)
+
+	next := append(append(append([]uint32(nil), prompt...), answer...), seq(900, 6)...) // 28 tokens
+	b := req(2, 4, next, 1)
+	add(t, e, b, now)
+	drain(t, e, now)
+	// A computed KV for 21 of its 22 tokens (the last sampled token has
+	// none): 5 full blocks, 20 tokens, 2 of them the prompt's.
+	if b.CachedTokens != 20 || b.PrefillComputed != 8 {
+		t.Fatalf("next turn: cached %d computed %d, want 20 and 8", b.CachedTokens, b.PrefillComputed)
+	}
+
+	// Without the output's hashes only the prompt's 2 full blocks are found.
+	e = newEngine(t, smallConfig(64))
+	add(t, e, req(1, 4, prompt, len(answer)), 0)
+	now, _ = drain(t, e, 0)
+	c := req(2, 4, next, 1)
+	add(t, e, c, now)
+	drain(t, e, now)
+	if c.CachedTokens != 8 {
+		t.Fatalf("prompt alone: cached %d, want 8", c.CachedTokens)
+	}
+}
+
+// The text of a prompt and its answer may tokenize across the junction
+// otherwise than the prompt alone (the stand-in tokenizer cuts the whole
+// text from its start, as a BPE pass may merge across it): the prompt's
+// blocks are the prompt's own, and the output's continue the joint text's.
+func TestPromptThenOutputKeepsThePromptsBlocks(t *testing.T) {
+	prompt := Tokenize("0123456789abcdefg") // 17 bytes: the 5th token is "g" alone
+	joint := Tokenize("0123456789abcdefg" + FillerText(0, 20))
+	p := PromptThenOutput(4, prompt, joint)
+	own := PromptOf(4, prompt)
+	if p.Len != len(prompt) || len(p.Blocks) != len(PromptOf(4, joint).Blocks) {
+		t.Fatalf("len %d, %d blocks; want %d and %d", p.Len, len(p.Blocks), len(prompt), len(PromptOf(4, joint).Blocks))
+	}
+	if p.Blocks[0] != own.Blocks[0] {
+		t.Fatal("the prompt's full block is not its own")
+	}
+	if want := PromptOf(4, joint).Blocks; p.Blocks[2] != want[2] || p.Blocks[len(want)-1] != want[len(want)-1] {
+		t.Fatal("the output's blocks are not the joint text's")
+	}
+}

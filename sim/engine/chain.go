@@ -15,7 +15,9 @@ type BlockHash uint64
 const rootHash BlockHash = 0x9e3779b97f4a7c15
 
 // Prompt is what the engine needs to know of a prompt: its length in tokens
-// and the chained hashes of its full blocks (len(Blocks) == Len/blockSize).
+// and the chained hashes of its full blocks (Len/blockSize of them). Blocks
+// may go on past the prompt's with the blocks its output will fill
+// ([PromptThenOutput]), which the engine then caches as it generates them.
 type Prompt struct {
 	Len    int
 	Blocks []BlockHash
@@ -67,6 +69,9 @@ func (c *Chain) hash(parent BlockHash, block []uint32) BlockHash {
 	return BlockHash(xxhash.Sum64(c.buf[:8+4*len(block)]))
 }
 
+// BlockSize is the chain's block size in tokens.
+func (c *Chain) BlockSize() int { return c.blockSize }
+
 // Len is the number of tokens appended so far.
 func (c *Chain) Len() int { return c.n }
 
@@ -86,4 +91,23 @@ func PromptOf(blockSize int, tokens []uint32) Prompt {
 	c := NewChain(blockSize)
 	c.Append(tokens...)
 	return c.Prompt()
+}
+
+// PromptThenOutput is the Prompt of prompt whose Blocks go on with the full
+// blocks of joint past the prompt's: joint is the prompt's text and the
+// output's tokenized as one text, as a follow-up request carrying both will
+// be. vLLM v1 caches full blocks of generated tokens as it does the
+// prompt's, so a conversation's next turn finds its last answer cached; the
+// simulated engine knows its output in advance (the filler text), and the
+// caller, which knows the texts, gives it their hashes. The prompt's own
+// blocks stay the prompt's: where the two tokenizations part at the
+// junction, the output's blocks chain from the joint text's, as the next
+// turn's prompt will.
+func PromptThenOutput(blockSize int, prompt, joint []uint32) Prompt {
+	p := PromptOf(blockSize, prompt)
+	j := PromptOf(blockSize, joint)
+	if len(j.Blocks) > len(p.Blocks) {
+		p.Blocks = append(p.Blocks, j.Blocks[len(p.Blocks):]...)
+	}
+	return p
 }

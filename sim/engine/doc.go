@@ -11,6 +11,9 @@
 // End (apply the step: tokens computed, first tokens, finished requests).
 //
 // Prompts reach the engine as a Prompt: a token count and the chained hashes
-// of its full blocks. Text, token ids and Mooncake-style hash_id traces all
-// feed the same Chain, so a prefix shared in tokens is shared in the cache.
+// of its full blocks, and where the driver knows the answer's text, of the
+// blocks the answer will fill, which the engine caches as it generates them
+// (PromptThenOutput), as vLLM does. Text, token ids and Mooncake-style
+// hash_id traces all feed the same Chain, so a prefix shared in tokens is
+// shared in the cache.
 package engine

@@ -36,7 +36,7 @@ func (e *Engine) Add(r *Request, now time.Duration) error {
 	switch {
 	case r.Prompt.Len <= 0 || r.MaxTokens <= 0:
 		return errors.New("engine: a request needs a prompt and MaxTokens >= 1")
-	case len(r.Prompt.Blocks) != r.Prompt.Len/e.cfg.BlockSize:
+	case len(r.Prompt.Blocks) < r.Prompt.Len/e.cfg.BlockSize:
 		return errors.New("engine: prompt blocks do not match its length and the block size")
 	case !e.cfg.Holds(r.Prompt.Len, r.MaxTokens):
 		return ErrTooLong

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -20,18 +21,21 @@ func TestEngineInvariantsUnderRandomLoad(t *testing.T) {
 		seeds = 40
 		steps = 2000 // per seed, then drained; 3000 took ~4 s under -race
 	)
-	var preemptions, evictions, requests int
+	var preemptions, evictions, requests, outputHits int
 	for seed := range seeds {
 		h := runRandomLoad(t, uint64(seed), steps)
 		preemptions += h.preemptions
 		evictions += h.evictions
 		requests += len(h.submitted)
+		outputHits += h.outputHits
 	}
-	t.Logf("%d seeds: %d requests, %d preemptions, %d evictions of cached blocks", seeds, requests, preemptions, evictions)
+	t.Logf("%d seeds: %d requests, %d preemptions, %d evictions of cached blocks, %d admissions hitting generated blocks",
+		seeds, requests, preemptions, evictions, outputHits)
 	// Without these the test could pass without ever exercising the code
 	// paths it exists for.
-	if preemptions == 0 || evictions == 0 {
-		t.Fatalf("load too light to test anything: %d preemptions, %d evictions over %d seeds", preemptions, evictions, seeds)
+	if preemptions == 0 || evictions == 0 || outputHits == 0 {
+		t.Fatalf("load too light to test anything: %d preemptions, %d evictions, %d generated-block hits over %d seeds",
+			preemptions, evictions, outputHits, seeds)
 	}
 }
 
@@ -59,6 +63,9 @@ type invariantHarness struct {
 	finished    int
 	preemptions int
 	evictions   int // blocks taken for new data that still held findable content
+
+	output     map[BlockHash]bool // hashes of generated blocks
+	outputHits int                // admissions that found a generated block cached
 }
 
 func runRandomLoad(t *testing.T, seed uint64, steps int) *invariantHarness {
@@ -72,7 +79,7 @@ func runRandomLoad(t *testing.T, seed uint64, steps int) *invariantHarness {
 		t: t, seed: seed, e: e,
 		shadow: make([]BlockHash, n), written: make([]bool, n),
 		holders: make([]int32, n), owner: make([]int, n), wasHashed: make([]bool, n),
-		prevLen: make(map[*Request]int),
+		prevLen: make(map[*Request]int), output: make(map[BlockHash]bool),
 	}
 
 	// A few shared leading prefixes (system prompts) of 1-4 blocks; each
@@ -84,21 +91,45 @@ func runRandomLoad(t *testing.T, seed uint64, steps int) *invariantHarness {
 	for i := range prefixes {
 		prefixes[i] = randomTokens(rng, bs*(1+rng.IntN(4)))
 	}
-	var prompts [][]uint32
+	// Half the requests carry their output's block hashes (as the fleet
+	// simulator's and the HTTP server's do), and some prompts go on from
+	// an earlier request's prompt and output (a conversation's next turn),
+	// so that generated blocks are cached, hit and evicted too.
+	type prompt struct{ toks, joint []uint32 }
+	var prompts []prompt
 	rate := 0.1 + 0.4*rng.Float64() // chance that requests arrive before a step
 	newRequest := func() *Request {
-		var toks []uint32
-		if len(prompts) > 0 && rng.IntN(4) == 0 {
-			toks = prompts[rng.IntN(len(prompts))]
-		} else {
-			toks = append(append([]uint32(nil), prefixes[rng.IntN(len(prefixes))]...), randomTokens(rng, rng.IntN(10*bs+1))...)
-			prompts = append(prompts, toks)
+		var p prompt
+		fresh := true
+		switch k := rng.IntN(8); {
+		case len(prompts) > 0 && k < 2:
+			p, fresh = prompts[rng.IntN(len(prompts))], false
+		case len(prompts) > 0 && k < 4 && prompts[len(prompts)-1].joint != nil:
+			last := prompts[len(prompts)-1].joint
+			p.toks = append(append([]uint32(nil), last...), randomTokens(rng, rng.IntN(3*bs+1))...)
+		default:
+			p.toks = append(append([]uint32(nil), prefixes[rng.IntN(len(prefixes))]...), randomTokens(rng, rng.IntN(10*bs+1))...)
 		}
 		out := 1 + rng.IntN(12)
 		if rng.IntN(8) == 0 {
 			out = 1 + rng.IntN(40) // a long answer, to grow past the cache
 		}
-		return req(uint64(len(h.submitted)), bs, toks, out)
+		if p.joint != nil {
+			out = len(p.joint) - len(p.toks) // a retry generates what it did
+		} else if rng.IntN(2) == 0 {
+			p.joint = append(append([]uint32(nil), p.toks...), randomTokens(rng, out)...)
+		}
+		if fresh {
+			prompts = append(prompts, p)
+		}
+		r := req(uint64(len(h.submitted)), bs, p.toks, out)
+		if p.joint != nil {
+			r.Prompt = PromptThenOutput(bs, p.toks, p.joint)
+			for _, b := range r.Prompt.Blocks[len(p.toks)/bs:] {
+				h.output[b] = true
+			}
+		}
+		return r
 	}
 
 	now := time.Duration(0)
@@ -203,6 +234,9 @@ func (h *invariantHarness) afterBegin() {
 				h.fail("after Begin", "request %d admitted with %d tokens computed, not whole blocks", r.ID, r.computed)
 			}
 			fresh = r.computed / bs
+			if slices.ContainsFunc(r.Prompt.Blocks[:fresh], func(b BlockHash) bool { return h.output[b] }) {
+				h.outputHits++
+			}
 		}
 		for _, id := range r.blocks[fresh:] {
 			if h.wasHashed[id] {

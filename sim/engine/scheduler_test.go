@@ -221,3 +221,26 @@ func TestResumedLookupsAreNotCountedAsNewQueries(t *testing.T) {
 		t.Fatalf("counted %d queries and %d hits, want 16 and 0 (the resumed lookup is not a new request's)", queries, hits)
 	}
 }
+
+// A preempted request that resumes finds the blocks of its own output that
+// were still cached, as in vLLM (its lookup covers num_tokens, outputs
+// included): TestPreemptionByRecompute's run with B's output hashed. At
+// the preemption B's 16 tokens with KV fill its 4 blocks, freed last
+// first; A takes the last (tokens 12-15), so B resumes after its prompt
+// and its first 4 generated tokens, 12 tokens, and computes 5 where it
+// computed 9 with its output unhashed.
+func TestResumedRequestFindsItsOwnOutput(t *testing.T) {
+	e := newEngine(t, smallConfig(8))
+	a := req(1, 4, seq(0, 8), 12)
+	prompt := seq(100, 8)
+	b := &Request{ID: 2, Prompt: PromptThenOutput(4, prompt, append(append([]uint32(nil), prompt...), seq(300, 12)...)), MaxTokens: 12}
+	add(t, e, a, 0)
+	add(t, e, b, 0)
+	drain(t, e, 0)
+	if b.Preemptions != 1 || b.Output != 12 {
+		t.Fatalf("B preempted %d times, %d tokens; want once and 12", b.Preemptions, b.Output)
+	}
+	if b.PrefillComputed != 8+5 {
+		t.Fatalf("B's prefill computed %d tokens, want 13 (its prompt, then 5 after its cached output)", b.PrefillComputed)
+	}
+}

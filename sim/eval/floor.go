@@ -12,7 +12,8 @@ import (
 // Ideal is what an ideal fleet does with a run's requests: one engine of
 // the run's configuration per request, admitting it on arrival and running
 // nothing else, whose prefix cache holds every block that any request that
-// arrived before it computed (an infinite cache shared by the whole fleet).
+// arrived before it computed, its answer's included as vLLM caches them
+// (an infinite cache shared by the whole fleet).
 // A request that such an engine refuses, too long for its context or its
 // KV cache (engine.Config.Holds), is left out, as a run's TTFTs and hit
 // rate leave out the requests its engines refused.
@@ -45,19 +46,20 @@ func IdealOf(reqs []workload.Request, cfg engine.Config) Ideal {
 	var id Ideal
 	var hit, total int
 	for _, i := range order {
-		chain.Reset()
-		reqs[i].AppendTo(chain)
-		p := chain.Prompt()
-		if !cfg.Holds(p.Len, max(reqs[i].OutputLen, 1)) {
+		p := reqs[i].EnginePrompt(chain)
+		out := max(reqs[i].OutputLen, 1)
+		if !cfg.Holds(p.Len, out) {
 			continue
 		}
 		total += p.Len
 		n := 0 // leading blocks computed before
-		for n < len(p.Blocks) && seen[p.Blocks[n]] {
+		for n < p.Len/bs && seen[p.Blocks[n]] {
 			n++
 		}
 		hit += n * bs
-		for _, b := range p.Blocks {
+		// The prompt's blocks, and the answer's that have KV (all its
+		// tokens but the last), as the engine caches them.
+		for _, b := range p.Blocks[:min(len(p.Blocks), (p.Len+out-1)/bs)] {
 			seen[b] = true
 		}
 		if price {

@@ -119,3 +119,43 @@ func TestGoalFourShowsBothArrivals(t *testing.T) {
 		t.Errorf("report explains a met point:\n%s", md)
 	}
 }
+
+// The ideal fleet caches what an engine caches, generated blocks included:
+// a conversation's second turn, carrying the first's answer, hits through
+// the answer's full blocks in the ideal as on a lone engine.
+func TestIdealCountsGeneratedBlocks(t *testing.T) {
+	cfg := engine.DefaultConfig()
+	first := engine.Tokenize(strings.Repeat(" abc", 100) + "\n\nAssistant:")
+	answer := workload.SimAnswer(60)
+	joint := engine.Tokenize(strings.Repeat(" abc", 100) + "\n\nAssistant:" + answer)
+	second := engine.Tokenize(strings.Repeat(" abc", 100) + "\n\nAssistant:" + answer + "\n\nUser: more\n\nAssistant:")
+	reqs := []workload.Request{
+		{Arrival: 0, InputLen: len(first), OutputLen: 60, Tokens: first, Joint: joint},
+		{Arrival: time.Minute, InputLen: len(second), OutputLen: 1, Tokens: second},
+	}
+	e, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := engine.NewChain(cfg.BlockSize)
+	cached, total := 0, 0
+	for i, r := range reqs {
+		er := &engine.Request{ID: uint64(i), Prompt: r.EnginePrompt(chain), MaxTokens: r.OutputLen}
+		if err := e.Add(er, r.Arrival); err != nil {
+			t.Fatal(err)
+		}
+		for now := r.Arrival; e.Busy(); {
+			end, _ := e.Begin(now)
+			e.End(end)
+			now = end
+		}
+		cached, total = cached+er.CachedTokens, total+r.InputLen
+	}
+	// 103 prompt tokens and KV for 59 generated: 10 full blocks.
+	if cached != 160 {
+		t.Fatalf("the lone engine found %d tokens cached, want 160", cached)
+	}
+	if got, want := IdealOf(reqs, cfg).HitRate, float64(cached)/float64(total); got != want {
+		t.Fatalf("ideal hit rate %v, the lone engine's %v", got, want)
+	}
+}

@@ -99,9 +99,7 @@ func (f *fleet) arriveAs(i int, r *workload.Request, rr ring.Request) {
 		rec.Err = "sim: picker chose unknown endpoint " + lease.Endpoint
 		return
 	}
-	f.chain.Reset()
-	r.AppendTo(f.chain)
-	er := &engine.Request{ID: uint64(i), Prompt: f.chain.Prompt(), MaxTokens: r.OutputLen}
+	er := &engine.Request{ID: uint64(i), Prompt: r.EnginePrompt(f.chain), MaxTokens: r.OutputLen}
 	fe := &f.engines[ei]
 	if err := fe.e.Add(er, f.now); err != nil {
 		lease.Release()

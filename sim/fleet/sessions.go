@@ -100,8 +100,10 @@ func RunSessions(cfg Config, sessions []workload.Session, key CallKey) (*Result,
 				// (the text the keyer reads renders the same ids).
 				reqs[next] = workload.Request{Arrival: p.at, InputLen: t.InputLen, OutputLen: c.MaxTokens, HashIDs: t.Blocks}
 			} else {
-				toks := engine.TokenizeScaled(c.EngineText(), engine.CharsPerToken*cmp.Or(s.TokenScale, 1))
-				reqs[next] = workload.Request{Arrival: p.at, InputLen: len(toks), OutputLen: c.MaxTokens, Tokens: toks}
+				text, scale := c.EngineText(), engine.CharsPerToken*cmp.Or(s.TokenScale, 1)
+				toks := engine.TokenizeScaled(text, scale)
+				joint := engine.TokenizeScaled(text+workload.SimAnswer(c.MaxTokens), scale)
+				reqs[next] = workload.Request{Arrival: p.at, InputLen: len(toks), OutputLen: c.MaxTokens, Tokens: toks, Joint: joint}
 			}
 			rr := ring.Request{Tokens: int64(reqs[next].InputLen)}
 			if key != nil {

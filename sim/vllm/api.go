@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/prefixring/prefixring/sim/engine"
@@ -56,8 +57,11 @@ type parsed struct {
 	includeUsage bool
 	role         string // a chat reply's: vLLM's get_chat_request_role
 	tokens       []uint32
-	maxTokens    int // the engine's; 1 for an echo with max_tokens 0
-	n            int // choices: engine requests sharing the prompt
+	// text is the prompt's text as the engine tokenizes it, the chat
+	// template applied; "" for a prompt of token ids.
+	text      string
+	maxTokens int // the engine's; 1 for an echo with max_tokens 0
+	n         int // choices: engine requests sharing the prompt
 	// echo is the text put before each choice's output: a completion's
 	// prompt, or a chat's trailing assistant message.
 	echo string
@@ -89,8 +93,9 @@ func (s *Server) parse(body []byte, chat bool) (*parsed, *apiError) {
 	var err *apiError
 	if chat {
 		addGen := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
-		p.tokens, err = chatTokens(req.Messages, req.Tools, addGen)
+		p.text, err = chatText(req.Messages, req.Tools, addGen)
 		if err == nil {
+			p.tokens = engine.Tokenize(p.text)
 			p.role = "assistant"
 			if !addGen {
 				p.role = req.Messages[len(req.Messages)-1].Role
@@ -101,7 +106,7 @@ func (s *Server) parse(body []byte, chat bool) (*parsed, *apiError) {
 		}
 	} else {
 		var pieces []string
-		p.tokens, pieces, err = promptTokens(req.Prompt)
+		p.text, p.tokens, pieces, err = promptTokens(req.Prompt)
 		if req.Echo {
 			p.echo = strings.Join(pieces, "")
 			if p.logprobs >= 0 {
@@ -152,23 +157,36 @@ func (s *Server) parse(body []byte, chat bool) (*parsed, *apiError) {
 	return p, nil
 }
 
-// promptTokens accepts a string, a list of token ids, or a one-element list
-// of either; vLLM also takes batches, which the simulator does not. pieces
-// are the tokens' text: the stand-in tokenizer's chunks of a string, and
-// for token ids, which it cannot decode, vLLM's placeholder "token_id:N".
-func promptTokens(raw json.RawMessage) (tokens []uint32, pieces []string, err *apiError) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil, badRequest("prompt is required")
+// joint is the prompt and the answer the engine will generate, tokenized
+// as one text: what a follow-up request carrying both will be. The engine
+// caches the answer's full blocks under their hashes
+// (engine.PromptThenOutput), as vLLM v1 caches generated blocks. After
+// token ids the answer's tokens are the ones generated.
+func (p *parsed) joint() []uint32 {
+	answer := engine.FillerText(0, p.maxTokens)
+	if p.text == "" {
+		return append(slices.Clip(p.tokens), engine.Tokenize(answer)...)
 	}
-	var text string
+	return engine.Tokenize(p.text + answer)
+}
+
+// promptTokens accepts a string, a list of token ids, or a one-element list
+// of either; vLLM also takes batches, which the simulator does not. text is
+// the string ("" for token ids); pieces are the tokens' text: the stand-in
+// tokenizer's chunks of a string, and for token ids, which it cannot
+// decode, vLLM's placeholder "token_id:N".
+func promptTokens(raw json.RawMessage) (text string, tokens []uint32, pieces []string, err *apiError) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil, nil, badRequest("prompt is required")
+	}
 	if json.Unmarshal(raw, &text) == nil {
 		if text == "" {
-			return nil, nil, badRequest("Prompt cannot be empty")
+			return "", nil, nil, badRequest("Prompt cannot be empty")
 		}
 		for i := 0; i < len(text); i += engine.CharsPerToken {
 			pieces = append(pieces, text[i:min(i+engine.CharsPerToken, len(text))])
 		}
-		return engine.Tokenize(text), pieces, nil
+		return text, engine.Tokenize(text), pieces, nil
 	}
 	var ids []int64
 	if json.Unmarshal(raw, &ids) == nil {
@@ -176,13 +194,13 @@ func promptTokens(raw json.RawMessage) (tokens []uint32, pieces []string, err *a
 		for _, id := range tokens {
 			pieces = append(pieces, fmt.Sprintf("token_id:%d", id))
 		}
-		return tokens, pieces, err
+		return "", tokens, pieces, err
 	}
 	var list []json.RawMessage
 	if json.Unmarshal(raw, &list) == nil && len(list) == 1 {
 		return promptTokens(list[0])
 	}
-	return nil, nil, badRequest("prompt must be a string, a list of token ids, or a one-element list of either")
+	return "", nil, nil, badRequest("prompt must be a string, a list of token ids, or a one-element list of either")
 }
 
 func tokenIDs(ids []int64) ([]uint32, *apiError) {
@@ -199,35 +217,35 @@ func tokenIDs(ids []int64) ([]uint32, *apiError) {
 	return out, nil
 }
 
-// chatTokens renders messages and tools with the stand-in chat template,
+// chatText renders messages and tools with the stand-in chat template,
 // with the generation prompt if addGen. tools, when present and not null,
 // must be a JSON array; it is rendered compacted, as a template
 // re-serializes it, so its whitespace in the body does not change the
 // prompt's tokens.
-func chatTokens(msgs []chatMessage, tools json.RawMessage, addGen bool) ([]uint32, *apiError) {
+func chatText(msgs []chatMessage, tools json.RawMessage, addGen bool) (string, *apiError) {
 	if len(msgs) == 0 {
-		return nil, badRequest("messages must not be empty")
+		return "", badRequest("messages must not be empty")
 	}
 	conv := make([]engine.Message, len(msgs))
 	for i, m := range msgs {
 		text, err := contentText(m.Content)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		if m.Role == "" {
-			return nil, badRequest(fmt.Sprintf("messages[%d].role is required", i))
+			return "", badRequest(fmt.Sprintf("messages[%d].role is required", i))
 		}
 		conv[i] = engine.Message{Role: m.Role, Content: text}
 	}
 	rendered, err := toolsText(tools)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	text := engine.RenderChat(conv, rendered)
 	if !addGen {
 		text = strings.TrimSuffix(text, engine.GenerationPrompt)
 	}
-	return engine.Tokenize(text), nil
+	return text, nil
 }
 
 // toolsText is the text a chat's tools render to: "" when absent or

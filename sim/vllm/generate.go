@@ -66,7 +66,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	}
 	// Prompt logprobs cannot come from cached blocks: vLLM skips the
 	// prefix cache for a request that wants them (an echo with logprobs).
-	sts, err := s.submit(p.tokens, p.maxTokens, p.n, p.pieces != nil)
+	sts, err := s.submit(p.tokens, p.joint(), p.maxTokens, p.n, p.pieces != nil)
 	if errors.Is(err, engine.ErrTooLong) {
 		writeError(w, badRequest(fmt.Sprintf("The prompt (%d tokens) plus max_tokens (%d) does not fit in the KV cache.", len(p.tokens), p.maxTokens)))
 		return

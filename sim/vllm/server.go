@@ -173,10 +173,12 @@ func (s *Server) Lag() LagStats {
 // request with n > 1 as n child requests: they arrive together, and each
 // after the first finds the prompt's blocks that the first's prefill
 // registered in the prefix cache. Their streams share one notify channel,
-// so a handler waits on all its choices at once.
-func (s *Server) submit(tokens []uint32, maxTokens, n int, skipCache bool) ([]*stream, error) {
+// so a handler waits on all its choices at once. joint is the prompt and
+// its answer tokenized as one text (parsed.joint): each child caches the
+// answer's full blocks as it generates them.
+func (s *Server) submit(tokens, joint []uint32, maxTokens, n int, skipCache bool) ([]*stream, error) {
 	notify := make(chan struct{}, 1)
-	prompt := engine.PromptOf(s.cfg.Engine.BlockSize, tokens)
+	prompt := engine.PromptThenOutput(s.cfg.Engine.BlockSize, tokens, joint)
 	sts := make([]*stream, n)
 	s.mu.Lock()
 	now := s.now()

@@ -1,6 +1,7 @@
 package vllm
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -121,6 +122,48 @@ func TestMetricsAnswersEveryMethod(t *testing.T) {
 			if method != http.MethodHead && !strings.Contains(rec.Body.String(), "vllm:num_requests_running") {
 				t.Errorf("%s /metrics: no scrape in %.200s", method, rec.Body)
 			}
+		}
+	})
+}
+
+// TestNextTurnFindsTheAnswerCached plays a conversation's two turns: the
+// second carries the first's answer, which vLLM v1 cached as it generated
+// it (full blocks of output are hashed like the prompt's), so the second
+// turn finds the first prompt and the answer's full blocks, not the first
+// prompt alone. Both APIs: a chat's template closes the answer with
+// <|eot_id|>, a completion's text goes on right after it.
+func TestNextTurnFindsTheAnswerCached(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := start(t, DefaultConfig())
+		msgs := []engine.Message{{Role: "system", Content: strings.Repeat(" sys", 100)}, {Role: "user", Content: " hello there"}}
+		first := engine.Tokenize(engine.RenderChat(msgs, ""))
+		body := func(msgs []engine.Message) string {
+			b, _ := json.Marshal(map[string]any{"model": s.cfg.Model, "messages": msgs, "max_tokens": 100})
+			return string(b)
+		}
+		rec := do(s, http.MethodPost, "/v1/chat/completions", body(msgs))
+		checkStatus(t, rec, http.StatusOK)
+		answer := decode[chatResponse](t, rec.Body).Choices[0].Message.Content
+		msgs = append(msgs, engine.Message{Role: "assistant", Content: answer}, engine.Message{Role: "user", Content: " and then"})
+		rec = do(s, http.MethodPost, "/v1/chat/completions", body(msgs))
+		checkStatus(t, rec, http.StatusOK)
+		// The first turn's 100 generated tokens have KV for 99 of them:
+		// cached are the full blocks of its prompt and those 99 tokens.
+		bs := s.cfg.Engine.BlockSize
+		want := (len(first) + 99) / bs * bs
+		if got := decode[chatResponse](t, rec.Body).Usage.PromptTokensDetails.CachedTokens; got != want {
+			t.Fatalf("chat: second turn found %d tokens cached, want %d (the first prompt's %d tokens and its answer's)", got, want, len(first))
+		}
+
+		prompt := strings.Repeat(" sys", 100) + "\n\nUser: hi\n\nAssistant:" // 115 bytes: not whole tokens
+		rec = do(s, http.MethodPost, "/v1/completions", fmt.Sprintf(`{"model":%q,"prompt":%q,"max_tokens":40}`, s.cfg.Model, prompt))
+		checkStatus(t, rec, http.StatusOK)
+		next := prompt + decode[completionResponse](t, rec.Body).Choices[0].Text + "\n\nUser: more\n\nAssistant:"
+		rec = do(s, http.MethodPost, "/v1/completions", fmt.Sprintf(`{"model":%q,"prompt":%q,"max_tokens":1}`, s.cfg.Model, next))
+		checkStatus(t, rec, http.StatusOK)
+		// 29 prompt tokens and KV for 39 of the 40 generated.
+		if got, want := decode[completionResponse](t, rec.Body).Usage.PromptTokensDetails.CachedTokens, (engine.CountTokens(prompt)+39)/bs*bs; got != want {
+			t.Fatalf("completions: second turn found %d tokens cached, want %d", got, want)
 		}
 	})
 }

@@ -24,6 +24,12 @@ type Request struct {
 	OutputLen int
 	HashIDs   []uint64
 	Tokens    []uint32
+	// Joint, with Tokens, is the prompt and its answer tokenized as one
+	// text, as the follow-up turn that carries both will be: the engine
+	// caches the answer's full blocks under their hashes, as vLLM caches
+	// generated blocks (engine.PromptThenOutput). nil: the answer's
+	// content is unknown (a trace's, a token-level workload's).
+	Joint []uint32
 }
 
 // AppendTokens appends the first n tokens of the prompt to dst (all of them
@@ -44,6 +50,17 @@ func (r *Request) AppendTokens(dst []uint32, n int) []uint32 {
 		n -= k
 	}
 	return dst
+}
+
+// EnginePrompt is the prompt as the engine gets it: the prompt's blocks
+// and, with Joint, its answer's after them. c is scratch, reset first.
+func (r *Request) EnginePrompt(c *engine.Chain) engine.Prompt {
+	if r.Joint != nil {
+		return engine.PromptThenOutput(c.BlockSize(), r.Tokens, r.Joint)
+	}
+	c.Reset()
+	r.AppendTo(c)
+	return c.Prompt()
 }
 
 // AppendTo feeds the whole prompt into a chain, block by block.
