@@ -37,7 +37,11 @@ func (k *Keyer) Blocks(route Route, body []byte, dst []uint64) ([]uint64, error)
 	t.init(MaxBlocks * ChunkChars)
 	t.mark(dst[:0], MaxBlocks)
 	s := scanner{b: body, i: r.model}
-	_ = t.str(&s) // already checked by parse
+	if r.model != 0 {
+		// Without a model the stream starts as model "" does: nothing
+		// before the separator.
+		_ = t.str(&s) // already checked by parse
+	}
 	t.sep(sepMessage)
 	if r.lora != 0 {
 		// SGLang's per-request adapter keeps a cache of its own, like a

@@ -9,7 +9,9 @@
 //
 // # What is keyed
 //
-// Every key starts with the route kind and the model name, hashed whole.
+// Every key starts with the route kind and the model name, hashed whole; a
+// missing or null model hashes as "", since vLLM serves its default model
+// for all three (and SGLang its default for a missing one).
 // vLLM serves a LoRA adapter under its own model name and SGLang accepts
 // "base:adapter" names or a "lora_path" field; an adapter's KV cache is not
 // its base model's, so both the model string and a non-empty string
@@ -59,10 +61,11 @@
 // # What is validated
 //
 // The scanner checks what it reads: the body is a JSON object; "model" is a
-// string; the prompt or "messages" is present and well typed; every message
-// up to the first user message is an object with a string "role" and a
-// string, array-of-parts or null "content"; text parts have string text;
-// the token ids it reads are integers in [0, 2^32); "tools" is an array.
+// string, null or absent; the prompt or "messages" is present and well
+// typed; every message up to the first user message is an object with a
+// string "role" and a string, array-of-parts or null "content"; text parts
+// have string text; the token ids it reads are integers in [0, 2^32);
+// "tools" is an array.
 // Everything else (later messages, other fields, trailing bytes, whether
 // brackets match in skipped values) is skipped without validation and left
 // to the upstream. Duplicate members: the last wins, as in Python's json

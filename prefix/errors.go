@@ -23,7 +23,6 @@ func (e *Error) Is(target error) bool { return target == ErrInvalidBody }
 var (
 	errNotObject     = &Error{"request body must be a JSON object"}
 	errSyntax        = &Error{"request body is not valid JSON"}
-	errModelMissing  = &Error{`"model" is required`}
 	errModelType     = &Error{`"model" must be a string`}
 	errPromptMissing = &Error{`"prompt" is required`}
 	errInputMissing  = &Error{`"input" is required`}

@@ -59,6 +59,20 @@ func keyCases() []keyCase {
 		{"chat duplicate part type and text", RouteChat, `{"model":"m","messages":[` + sys + `,{"role":"user","content":[{"type":"text","type":"image_url","text":"other"},{"type":"text","text":3,"text":"hi there"}]}]}`, "chatA", nil},
 		{"prompt duplicate", RouteCompletions, `{"model":"m","prompt":7,"prompt":"hello"}`, "p1", nil},
 		{"chat duplicate model ill-typed last", RouteChat, `{"model":"m","model":7,"messages":[{"role":"user","content":"hi"}]}`, "", errModelType},
+		// A missing or null model is no error: vLLM's request models
+		// declare model Optional[str] = None and serve their default (first
+		// served) model for it, as for "" (SGLang defaults a missing one).
+		// It keys as model "": the prompt still tells requests apart.
+		{"chat no model", RouteChat, `{"messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatNoModel", nil},
+		{"chat model null", RouteChat, `{"model":null,"messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatNoModel", nil},
+		{"chat model empty", RouteChat, `{"messages":[` + sys + `,{"role":"user","content":"hi there"}],"model":""}`, "chatNoModel", nil},
+		{"chat duplicate model null last", RouteChat, `{"model":"m","model":null,"messages":[` + sys + `,{"role":"user","content":"hi there"}]}`, "chatNoModel", nil},
+		{"chat no model other user", RouteChat, `{"messages":[` + sys + `,{"role":"user","content":"hi there!"}]}`, "chatNoModelB", nil},
+		{"prompt no model", RouteCompletions, `{"prompt":"hello"}`, "p1NoModel", nil},
+		{"prompt model null", RouteCompletions, `{"prompt":"hello","model":null}`, "p1NoModel", nil},
+		{"other no model", RouteOther, `{"prompt":"hello"}`, "p1NoModel", nil},
+		{"embeddings no model", RouteEmbeddings, `{"input":"hello"}`, "e1NoModel", nil},
+		{"embeddings model null", RouteEmbeddings, `{"model" : null ,"input":"hello"}`, "e1NoModel", nil},
 		{"chat duplicate messages ill-typed last", RouteChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"messages":5}`, "", errMsgsType},
 		// A UTF-8 byte order mark before the object: Python's json.loads
 		// reads bytes that start with one (vLLM and SGLang accept them).
@@ -105,15 +119,20 @@ func keyCases() []keyCase {
 		{"other not json", RouteOther, `GET me`, "", nil},
 		{"other empty", RouteOther, ``, "", nil},
 		{"other bad messages", RouteOther, `{"model":"m","messages":5}`, "", nil},
-		{"other no model", RouteOther, `{"prompt":"x"}`, "", nil},
 		// errors
 		{"not an object", RouteChat, `[1]`, "", errNotObject},
 		{"empty body", RouteCompletions, ``, "", errNotObject},
 		{"truncated", RouteChat, `{"model":"m","messages":[{"role":"user","content":"hi`, "", errSyntax},
 		{"missing colon", RouteCompletions, `{"model" "m"}`, "", errSyntax},
 		{"bad escape in prompt", RouteCompletions, `{"model":"m","prompt":"a\qb"}`, "", errSyntax},
-		{"missing model", RouteChat, `{"messages":[{"role":"user","content":"hi"}]}`, "", errModelMissing},
 		{"model not a string", RouteCompletions, `{"model":7,"prompt":"hi"}`, "", errModelType},
+		{"model an object", RouteChat, `{"model":{"name":"m"},"messages":[{"role":"user","content":"hi"}]}`, "", errModelType},
+		{"model an array", RouteCompletions, `{"model":["m"],"prompt":"hi"}`, "", errModelType},
+		{"model a bool", RouteEmbeddings, `{"model":true,"input":"hi"}`, "", errModelType},
+		{"model a misspelt null", RouteCompletions, `{"model":nul,"prompt":"hi"}`, "", errModelType},
+		{"model null then a number", RouteCompletions, `{"model":null,"model":0,"prompt":"hi"}`, "", errModelType},
+		{"no model and no prompt", RouteCompletions, `{}`, "", errPromptMissing},
+		{"no model and no messages", RouteChat, `{"model":null}`, "", errMsgsMissing},
 		{"missing prompt", RouteCompletions, `{"model":"m"}`, "", errPromptMissing},
 		{"missing input", RouteEmbeddings, `{"model":"m","prompt":"x"}`, "", errInputMissing},
 		{"prompt a number", RouteCompletions, `{"model":"m","prompt":5}`, "", errPromptType},

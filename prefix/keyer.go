@@ -255,7 +255,7 @@ func (r *request) free() {
 type request struct {
 	body   []byte
 	route  Route
-	model  int // offset of the model string's opening quote; 0 = absent
+	model  int // offset of the model string's opening quote; 0 = absent or null
 	lora   int // same, for SGLang's "lora_path"
 	cfg    *Config
 	source bool // a prompt source (messages, prompt, input) was seen
@@ -327,7 +327,7 @@ func (r *request) sum(cfg *Config) uint64 { return r.combine(cfg, r.anchorSum(cf
 func (r *request) combine(cfg *Config, anchor uint64) uint64 {
 	var b [1 + 5*8]byte
 	b[0] = r.route.tag()
-	binary.LittleEndian.PutUint64(b[1:], r.whole(r.model))
+	binary.LittleEndian.PutUint64(b[1:], r.modelSum())
 	binary.LittleEndian.PutUint64(b[9:], r.whole(r.lora))
 	if r.tools {
 		binary.LittleEndian.PutUint64(b[17:], r.toolsT.sum())
@@ -337,6 +337,19 @@ func (r *request) combine(cfg *Config, anchor uint64) uint64 {
 	}
 	binary.LittleEndian.PutUint64(b[33:], anchor)
 	return xxhash.Sum64(b[:])
+}
+
+// emptySum is the hash of "", as text.sum gives it.
+var emptySum = xxhash.Sum64(nil)
+
+// modelSum hashes the model name whole. A missing or null model hashes as
+// "", the name that also selects the engine's default model: the three
+// are one model to vLLM, so they share a key.
+func (r *request) modelSum() uint64 {
+	if r.model == 0 {
+		return emptySum
+	}
+	return r.whole(r.model)
 }
 
 // whole hashes a whole string field (model names are never cut: two

@@ -290,9 +290,10 @@ func refKey(cfg Config, route Route, body []byte) (key uint64, ok, valid bool, e
 func refTop(cfg Config, route Route, top object) (uint64, error) {
 	var b [1 + 5*8]byte
 	b[0] = route.tag()
-	model, ok := top.get("model")
+	// A missing or null model is the engine's default model: keyed as "".
+	model, _ := top.get("model")
 	ms, isStr := model.(string)
-	if !ok || !isStr {
+	if model != nil && !isStr {
 		return 0, errRef
 	}
 	binary.LittleEndian.PutUint64(b[1:], xxhash.Sum64String(ms))

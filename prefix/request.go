@@ -37,8 +37,6 @@ func (r *request) parse(route Route, body []byte, cfg *Config, marks []uint64) e
 	switch err := r.pending(nil); {
 	case err != nil:
 		return err
-	case r.model == 0:
-		return errModelMissing
 	case r.source:
 		return nil
 	case route == RouteChat:
@@ -108,13 +106,18 @@ func (r *request) field(s *scanner, key []byte) error {
 	m, err := -1, error(nil)
 	switch {
 	case keyIs(key, "model"):
+		// A null model is no model: vLLM (model: Optional[str] = None)
+		// and SGLang serve their default model for either, so neither is
+		// an error, and the key hashes it as "" (see modelSum).
 		m, r.model = memberModel, 0
-		if s.b[s.i] != '"' {
+		switch {
+		case s.isNull():
+		case s.b[s.i] != '"':
 			err = errModelType
-			break
+		default:
+			r.model = s.i
+			err = s.skip()
 		}
-		r.model = s.i
-		err = s.skip()
 	case keyIs(key, "lora_path"):
 		// SGLang selects a LoRA adapter per request with lora_path instead
 		// of (or besides) the model name; a non-string is left to SGLang,

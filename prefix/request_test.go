@@ -135,6 +135,18 @@ func TestBlocks(t *testing.T) {
 	if empty, _ := k.Blocks(RouteCompletions, body(`"lora_path":"",`), nil); !slices.Equal(empty, base) {
 		t.Fatal("an empty lora_path changed the blocks")
 	}
+	// A missing or null model is the engine's default model, as "" is:
+	// the blocks are those of model "", and the model is not read from
+	// wherever the body starts.
+	unnamed, err := k.Blocks(RouteCompletions, []byte(`{"model":"","prompt":"`+long+`"}`), nil)
+	if err != nil || len(unnamed) == 0 || unnamed[0] == base[0] {
+		t.Fatalf("model \"\": %d blocks, %v, or the same as model m's", len(unnamed), err)
+	}
+	for _, b := range []string{`{"prompt":"` + long + `"}`, `{"model":null,"prompt":"` + long + `"}`, `{"prompt":"` + long + `","model":null}`} {
+		if got, err := k.Blocks(RouteCompletions, []byte(b), nil); err != nil || !slices.Equal(got, unnamed) {
+			t.Fatalf("%.30s...: blocks differ from model \"\"'s (%v)", b, err)
+		}
+	}
 	// An empty tools array renders like none, so it must not change the
 	// blocks either.
 	none, _ := k.Blocks(RouteChat, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), nil)
