@@ -247,6 +247,10 @@ func TestBadRequestsGetOpenAIErrors(t *testing.T) {
 		{"malformed JSON", "POST", "/v1/chat/completions", `{"model":"m","messages":[`, 400, "invalid_request_error"},
 		{"missing messages", "POST", "/v1/chat/completions", `{"model":"m"}`, 400, "invalid_request_error"},
 		{"wrong prompt type", "POST", "/v1/completions", `{"model":"m","prompt":42}`, 400, "invalid_request_error"},
+		{"model a number", "POST", "/v1/completions", `{"model":42,"prompt":"hi"}`, 400, "invalid_request_error"},
+		{"model an object", "POST", "/v1/chat/completions", `{"model":{"id":"m"},"messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_request_error"},
+		{"model an array", "POST", "/v1/completions", `{"model":["m"],"prompt":"hi"}`, 400, "invalid_request_error"},
+		{"model a bool", "POST", "/v1/embeddings", `{"model":false,"input":"hi"}`, 400, "invalid_request_error"},
 		{"not an object", "POST", "/v1/completions", `[1,2]`, 400, "invalid_request_error"},
 		{"too large", "POST", "/v1/completions", `{"model":"m","prompt":"` + strings.Repeat("a", 2000) + `"}`, 413, "invalid_request_error"},
 		{"unknown route", "POST", "/admin/secret", `{}`, 404, "invalid_request_error"},
@@ -288,6 +292,78 @@ func TestEmptyBodiesAre400(t *testing.T) {
 	}
 	if n := f.ups[0].served.Load(); n != 0 {
 		t.Fatalf("upstream served %d empty bodies", n)
+	}
+}
+
+// TestMissingOrNullModelIsForwarded: vLLM's request models declare
+// model Optional[str] = None and serve the first served model for a
+// missing or null model (SGLang serves its default too), so the router
+// must not refuse such a body: it reaches the engine byte for byte, keyed
+// as model "" (the name that selects the default as well), and two with
+// the same prompt share a key and an endpoint. A model that is present
+// but not a string is still the router's 400 (TestBadRequestsGetOpenAIErrors).
+// Before the fix both got 400: "model" is required, "model" must be a
+// string.
+func TestMissingOrNullModelIsForwarded(t *testing.T) {
+	f := newFixture(t, 4)
+	for _, u := range f.ups {
+		u.setHandler(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(b)
+		})
+	}
+	chat := `"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Plan a trip to Lyon"}],"max_tokens":4`
+	for _, tc := range []struct {
+		route       prefix.Route
+		path, named string // named: the body with "model":"" in place of none
+		unnamed     []string
+	}{
+		{prefix.RouteChat, "/v1/chat/completions", `{"model":"",` + chat + `}`, []string{
+			`{` + chat + `}`,
+			`{"model":null,` + chat + `}`,
+			`{` + chat + `, "model" : null }`,
+		}},
+		{prefix.RouteCompletions, "/v1/completions", `{"model":"","prompt":"Once upon a time"}`, []string{
+			`{"prompt":"Once upon a time"}`,
+			`{"model":null,"prompt":"Once upon a time"}`,
+		}},
+		{prefix.RouteEmbeddings, "/v1/embeddings", `{"model":"","input":"a sentence to embed"}`, []string{
+			`{"input":"a sentence to embed"}`,
+			`{"input":"a sentence to embed","model":null}`,
+		}},
+	} {
+		key := func(body string) uint64 {
+			t.Helper()
+			r := httptest.NewRequest(http.MethodPost, tc.path, nil)
+			req, aerr := f.router.requestOf(r, tc.route, []byte(body))
+			if aerr != nil || !req.Keyed {
+				t.Fatalf("%s: %+v %v", body, req, aerr)
+			}
+			return req.Key
+		}
+		want := key(tc.named)
+		if key(strings.Replace(tc.named, `"model":""`, `"model":"m"`, 1)) == want {
+			t.Fatalf("%s: model \"\" keys like model m", tc.path)
+		}
+		home := ""
+		for _, body := range tc.unnamed {
+			for range 2 {
+				resp := f.post(t, tc.path, body)
+				got := readAll(t, resp.Body)
+				if resp.StatusCode != http.StatusOK || got != body {
+					t.Fatalf("%s: %d, the engine got %s", body, resp.StatusCode, got)
+				}
+				ep := resp.Header.Get("X-Prefixring-Endpoint")
+				if d := resp.Header.Get("X-Prefixring-Decision"); d != "home" || home != "" && ep != home {
+					t.Fatalf("%s: decision %q on %s, want home on %s", body, d, ep, home)
+				}
+				home = ep
+			}
+			if got := key(body); got != want {
+				t.Errorf("%s keyed %#x, want model \"\"'s %#x", body, got, want)
+			}
+		}
 	}
 }
 
