@@ -113,6 +113,37 @@ func TestBadRequestsGetVLLMErrors(t *testing.T) {
 	})
 }
 
+// TestMissingOrNullModelIsTheServedModel: vLLM's request models declare
+// model Optional[str] = None, and a missing, null or empty model passes
+// its model check (OpenAIServing._is_model_supported: "if not
+// model_name: return True") and is served by the first served model,
+// whose name the response carries. A model that is not a string fails
+// pydantic's validation: 400.
+func TestMissingOrNullModelIsTheServedModel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := start(t, DefaultConfig())
+		for _, model := range []string{``, `"model":null,`, `"model":"",`} {
+			rec := do(s, http.MethodPost, "/v1/completions", `{`+model+`"prompt":"hi","max_tokens":1}`)
+			checkStatus(t, rec, http.StatusOK)
+			if got := decode[completionResponse](t, rec.Body).Model; got != s.cfg.Model {
+				t.Errorf("completion with %q served by model %q, want %q", model, got, s.cfg.Model)
+			}
+			rec = do(s, http.MethodPost, "/v1/chat/completions", `{`+model+`"messages":[{"role":"user","content":"hi"}],"max_tokens":1}`)
+			checkStatus(t, rec, http.StatusOK)
+			if got := decode[chatResponse](t, rec.Body).Model; got != s.cfg.Model {
+				t.Errorf("chat with %q served by model %q, want %q", model, got, s.cfg.Model)
+			}
+		}
+		for _, model := range []string{`7`, `{}`, `["m"]`, `true`} {
+			rec := do(s, http.MethodPost, "/v1/completions", `{"model":`+model+`,"prompt":"hi","max_tokens":1}`)
+			checkStatus(t, rec, http.StatusBadRequest)
+			if e := decode[errorBody](t, rec.Body); e.Error.Type != "BadRequestError" {
+				t.Errorf("model %s: %+v", model, e)
+			}
+		}
+	})
+}
+
 // TestChatToolsArePrompt: a chat's tools are prefilled with its messages,
 // as a real template renders them; their layout in the body does not
 // change the prompt, and null or an empty list are no tools.

@@ -10,7 +10,9 @@
 //     (engine.RenderChat) and prefilled as one prompt; with
 //     add_generation_prompt false, without the assistant's header, the
 //     reply continuing the last message's turn under its role. A body must be
-//     declared application/json, or vLLM's 400 refuses it;
+//     declared application/json, or vLLM's 400 refuses it. A model other
+//     than Config.Model is vLLM's 404; a missing, null or empty one is
+//     Config.Model, as vLLM serves its first served model for it;
 //   - n: n engine requests, as vLLM v1 runs n child requests, the later
 //     ones finding the first one's prompt blocks in the prefix cache;
 //     choices 0..n-1, streamed one choice per chunk. Every choice's text
