@@ -83,6 +83,9 @@ func (n *Node) joinOnce(ctx context.Context) bool {
 	k, err := n.ml.Join(pick)
 	n.met.joins.Inc()
 	n.log.Debug("gossip join", "contacted", k, "of", pick, "err", err)
+	if n.left.Load() {
+		return k > 0 // stopping: the join failed for that, not for a lack of peers
+	}
 	// Isolated: discovery names peers, and we are alone among members.
 	n.setIsolated(n.ml.NumMembers() <= 1, len(unknown))
 	return k > 0

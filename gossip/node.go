@@ -152,8 +152,15 @@ func (n *Node) Name() string { return n.cfg.NodeName }
 // first join succeeds, then rejoins whenever discovery names replicas that
 // are not members (see join.go).
 func (n *Node) Start(ctx context.Context) error {
-	ml, err := memberlist.Create(n.cfg.memberlistConfig(&delegate{n: n}))
+	mc := n.cfg.memberlistConfig(&delegate{n: n})
+	tr, err := nodeTransport(mc)
 	if err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
+	mc.Transport = tr // memberlist's Shutdown ends our streams in flight (transport.go)
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		_ = tr.Shutdown()
 		return fmt.Errorf("gossip: %w", err)
 	}
 	n.ml = ml
@@ -315,7 +322,9 @@ func (n *Node) setMember(m *memberlist.Node, alive bool) {
 }
 
 // Leave publishes a tombstone for this replica's entry, leaves the cluster
-// (waiting up to timeout for the leave to spread) and stops the node.
+// (waiting up to timeout for the leave to spread) and stops the node. It
+// returns within timeout whatever the peers do: stopping waits on no
+// stream or dial (see stoppable).
 func (n *Node) Leave(timeout time.Duration) error {
 	if n.ml == nil || !n.left.CompareAndSwap(false, true) {
 		return nil
@@ -333,7 +342,8 @@ func (n *Node) Leave(timeout time.Duration) error {
 }
 
 // Close stops the node without leaving, as a crash would: peers find out
-// through memberlist's failure detector and the staleness rule.
+// through memberlist's failure detector and the staleness rule. It
+// returns at once: a join or a send in flight is cut short, not awaited.
 func (n *Node) Close() error {
 	if n.ml == nil || !n.left.CompareAndSwap(false, true) {
 		return nil

@@ -1,0 +1,165 @@
+package gossip
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/prefixring/prefixring/chaos/memnet"
+	"github.com/prefixring/prefixring/ring"
+)
+
+// blackHoledSeeds are the join list of the shutdown tests: maxJoinContacts
+// addresses, so one join attempt dials every one of them in turn.
+var blackHoledSeeds = []string{"10.0.0.7:7946", "10.0.0.8:7946", "10.0.0.9:7946"}
+
+// TestCloseDoesNotWaitForAJoinIntoABlackHole: a replica whose seeds are
+// black-holed (packets dropped, no reset) is in a join attempt, whose
+// every dial hangs for memberlist's TCPTimeout (10 s), one seed after the
+// other. Close must not wait for it: a replica stopping on SIGTERM while
+// its peers are unreachable used to take up to 30 s more (three seeds of
+// 10 s), past a Kubernetes grace period.
+func TestCloseDoesNotWaitForAJoinIntoABlackHole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 42)
+		defer c.stopAll()
+		c.tweak = func(cfg *Config) { cfg.Join = blackHoledSeeds }
+		r := c.mustStart("r0", "10.0.0.1:7946") // no seed listens: the first join fails at once
+		for _, s := range blackHoledSeeds {
+			c.net.BlackHole(s)
+		}
+		time.Sleep(time.Second) // the join loop's retry (after 100 ms) is dialing the first seed
+		delete(c.reps, "r0")
+		start := time.Now()
+		if err := r.node.Close(); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		t.Logf("Close took %v", took)
+		if took > closeBound(r.node) {
+			t.Fatalf("Close took %v while a join dialed black-holed seeds (TCP timeout %v), want at most %v",
+				took, memberlist.DefaultLANConfig().TCPTimeout, closeBound(r.node))
+		}
+	})
+}
+
+// TestLeaveIsBoundedByItsTimeoutWhenPeersAreBlackHoled: r1's peer r0 is
+// black-holed while r1 sends it a registered worker over TCP, a send whose
+// dial hangs for memberlist's TCPTimeout (10 s). Leave must return within
+// its timeout: it used to return when the send gave up.
+func TestLeaveIsBoundedByItsTimeoutWhenPeersAreBlackHoled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 43)
+		defer c.stopAll()
+		c.startAgreed(2)
+		r0, r1 := c.reps["r0"], c.reps["r1"]
+		c.net.BlackHole(r0.addr)
+		r1.workers.Add("http://10.9.1.1:8000") // queued for r0, over TCP
+		time.Sleep(100 * time.Millisecond)
+		delete(c.reps, "r1")
+		const timeout = time.Second
+		start := time.Now()
+		_ = r1.node.Leave(timeout) // an error would say the leave did not go out in time: not what is tested
+		took := time.Since(start)
+		t.Logf("Leave(%v) took %v", timeout, took)
+		if took > timeout+closeBound(r1.node) {
+			t.Fatalf("Leave(%v) took %v with its peer black-holed (TCP timeout %v), want at most %v",
+				timeout, took, memberlist.DefaultLANConfig().TCPTimeout, timeout+closeBound(r1.node))
+		}
+	})
+}
+
+// TestLeaveTellsLivePeers: with its peers reachable, a replica that leaves
+// is gone from their members and from their counts as soon as Leave
+// returns, long before a failure detector or StaleAfter would have noticed.
+func TestLeaveTellsLivePeers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 44)
+		defer c.stopAll()
+		c.startAgreed(3)
+		r2 := c.reps["r2"]
+		for i := range 4 {
+			r2.hold(t, uint64(i))
+		}
+		c.waitAgreed(time.Second, func(v string) bool { return strings.HasPrefix(v, "total=4 ") })
+		delete(c.reps, "r2")
+		const timeout = 5 * time.Second
+		start := time.Now()
+		if err := r2.node.Leave(timeout); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		t.Logf("Leave(%v) took %v", timeout, took)
+		if took >= timeout {
+			t.Fatalf("Leave took %v with every peer alive", took)
+		}
+		synctest.Wait() // the peers have handled what reached them
+		for _, r := range c.sorted() {
+			if m, total := c.members(r), r.node.Loads().Total(); m != 2 || total != 0 {
+				t.Fatalf("%s: %d members, total %d right after r2 left; want 2 and 0 (%v)", r.name, m, total, fmt.Sprint(c.views()))
+			}
+		}
+	})
+}
+
+// closeBound is how long Close may take: no network wait at all, only the
+// node's goroutines ending; one publish interval is ample.
+func closeBound(n *Node) time.Duration { return n.cfg.Interval }
+
+// streamsOutliveShutdown is a memnet transport whose Shutdown leaves the
+// streams it opened open, as memberlist's own TCP transport does (it
+// closes its listeners only): memnet's would break them.
+type streamsOutliveShutdown struct{ *memnet.Transport }
+
+func (streamsOutliveShutdown) Shutdown() error { return nil }
+
+// TestCloseDoesNotWaitForASilentStream: a seed accepts the join's stream
+// and then reads and answers nothing (a host black-holed once connected,
+// or a hung process), so the push/pull waits on the stream for
+// memberlist's TCPTimeout. Close must not wait for it: it closes the
+// streams the node opened.
+func TestCloseDoesNotWaitForASilentStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memnet.New(45)
+		mute, err := mem.Transport("10.0.0.1:7946") // accepts every stream, reads none
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mute.Shutdown()
+		tr, err := mem.Transport("10.0.0.2:7946")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bal, err := ring.NewBalancer(ring.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := New(Config{NodeName: "r0", BindAddr: tr.Addr(), Join: []string{mute.Addr()}, Transport: streamsOutliveShutdown{tr}},
+			bal, prometheus.NewRegistry(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		if err := n.Start(ctx); err != nil { // returns with the join still writing to the mute seed
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		t.Logf("Close took %v", took)
+		if took > closeBound(n) {
+			t.Fatalf("Close took %v while the join's stream to a silent seed was open (TCP timeout %v), want at most %v",
+				took, memberlist.DefaultLANConfig().TCPTimeout, closeBound(n))
+		}
+		time.Sleep(time.Minute) // a bubble must end with no goroutine left
+	})
+}
