@@ -93,10 +93,11 @@ func (n *Node) joinOnce(ctx context.Context) bool {
 
 // joinBounded makes one join attempt, waiting for it at most until ctx
 // ends: memberlist's Join takes no context, and a peer that accepts the
-// connection and never answers holds it for its TCP timeout.
+// connection and never answers holds it for its TCP timeout. The attempt
+// itself runs on until it ends or the node stops.
 func (n *Node) joinBounded(ctx context.Context) bool {
 	done := make(chan bool, 1)
-	n.joinWG.Go(func() { done <- n.joinOnce(context.WithoutCancel(ctx)) })
+	n.joinWG.Go(func() { done <- n.joinOnce(n.stopped) })
 	select {
 	case ok := <-done:
 		return ok
@@ -128,7 +129,7 @@ func (n *Node) joinLoop(joined bool) {
 			return
 		case <-t.C:
 		}
-		ok := n.joinOnce(context.Background())
+		ok := n.joinOnce(n.stopped)
 		switch {
 		case ok && !joined:
 			joined, wait = true, n.cfg.RejoinInterval

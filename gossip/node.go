@@ -70,7 +70,9 @@ type Node struct {
 
 	conflict atomic.Pointer[string] // address of a member holding our name
 	isolated atomic.Bool            // discovery names peers, none of whom we could join
-	stop     chan struct{}
+	stopped  context.Context        // done when the node stops: a join's name lookups end with it
+	halt     context.CancelFunc     // stops the node
+	stop     <-chan struct{}        // stopped.Done()
 	wg       sync.WaitGroup
 	joinWG   sync.WaitGroup // joins still running after Start stopped waiting
 	left     atomic.Bool
@@ -124,8 +126,10 @@ func New(cfg Config, bal *ring.Balancer, reg prometheus.Registerer, log *slog.Lo
 		cfg: cfg, bal: bal, loads: core.NewClusterLoads(bal.Inflight(), cfg.View), log: log.With("component", "gossip"),
 		inbox: make(chan []byte, cfg.QueueSize), peers: map[string]*peer{},
 		poke: make(chan struct{}, 1), obs: observations{down: map[string]bool{}}, logs: newLimiter(),
-		inc: core.FirstIncarnation, stop: make(chan struct{}), members: map[string]memberlist.Node{}, clocks: newPeerClocks(), settingsWarned: map[string]uint64{},
+		inc: core.FirstIncarnation, members: map[string]memberlist.Node{}, clocks: newPeerClocks(), settingsWarned: map[string]uint64{},
 	}
+	n.stopped, n.halt = context.WithCancel(context.Background())
+	n.stop = n.stopped.Done()
 	n.meta, n.settingsDigest = encodeMeta(cfg.Settings, memberlist.MetaMaxSize), xxhash.Sum64String(cfg.Settings)
 	n.view = newView(cfg, n.loads)
 	n.sink = cfg.Sink
@@ -176,9 +180,9 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	if c := n.conflict.Load(); c != nil {
 		_ = ml.Shutdown()
-		n.joinWG.Wait()
 		n.left.Store(true) // Close and Leave have nothing left to stop
-		close(n.stop)      // the send queues started for members met while joining
+		n.halt()           // the join's lookups, and the send queues started for members met while joining
+		n.joinWG.Wait()
 		n.stopPeers()
 		n.wg.Wait()
 		return fmt.Errorf("%w: %q is at %s", ErrNameConflict, n.cfg.NodeName, *c)
@@ -352,7 +356,7 @@ func (n *Node) Close() error {
 }
 
 func (n *Node) shutdown() error {
-	close(n.stop)
+	n.halt()
 	n.stopPeers()
 	err := n.ml.Shutdown()
 	n.wg.Wait()

@@ -3,6 +3,7 @@ package gossip
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -161,5 +162,39 @@ func TestCloseDoesNotWaitForASilentStream(t *testing.T) {
 				took, memberlist.DefaultLANConfig().TCPTimeout, closeBound(n))
 		}
 		time.Sleep(time.Minute) // a bubble must end with no goroutine left
+	})
+}
+
+// unanswered is a resolver whose DNS server is black-holed: every lookup
+// waits for its context.
+type unanswered struct{}
+
+func (unanswered) LookupHost(ctx context.Context, host string) ([]string, error) {
+	<-ctx.Done()
+	return nil, &net.DNSError{Err: "i/o timeout", Name: host, IsTimeout: true}
+}
+
+// TestCloseDoesNotWaitForAJoinNameToResolve: the join list names a
+// headless Service, and the DNS server is black-holed too: the join
+// loop's lookup waits up to its 5 s timeout. Close must not wait for it.
+func TestCloseDoesNotWaitForAJoinNameToResolve(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 46)
+		defer c.stopAll()
+		c.tweak = func(cfg *Config) {
+			cfg.Join, cfg.Resolver = []string{"replicas.test:7946"}, unanswered{}
+		}
+		r := c.mustStart("r0", "10.0.0.1:7946")
+		time.Sleep(time.Second) // the join loop's retry (after 100 ms) is resolving the name
+		delete(c.reps, "r0")
+		start := time.Now()
+		if err := r.node.Close(); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		t.Logf("Close took %v", took)
+		if took > closeBound(r.node) {
+			t.Fatalf("Close took %v while the join resolved a name no server answers, want at most %v", took, closeBound(r.node))
+		}
 	})
 }
