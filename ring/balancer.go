@@ -377,17 +377,30 @@ func (b *Balancer) Peek(req Request) (string, Decision, error) {
 	return b.decide(s, req, s.state)
 }
 
-// Decide returns where req would go if the bound read loads, counting
-// nothing: what a replica with that view of the cluster would decide.
+// Decide returns where req would go if P's bound read loads (K's reads
+// what it reads now), counting nothing: what a replica with that view of
+// the cluster's load would decide.
 func (b *Balancer) Decide(req Request, loads Loads) (string, Decision, error) {
 	s := b.snap.Load()
+	return b.decideWith(s, req, loads, s.kv)
+}
+
+// DecideKV is [Balancer.Decide] with K's bound reading kv (nil: K bounds
+// nothing): what a replica with that view of both would decide. The
+// simulator asks it with the true cluster-wide loads, to tell the spills
+// that a stale view of K caused.
+func (b *Balancer) DecideKV(req Request, loads, kv Loads) (string, Decision, error) {
+	return b.decideWith(b.snap.Load(), req, loads, kv)
+}
+
+func (b *Balancer) decideWith(s *snapshot, req Request, loads, kv Loads) (string, Decision, error) {
 	if s.ring == nil {
 		return "", DecisionFallback, ErrNoEndpoints
 	}
 	if !req.Keyed {
 		req.Key = 0
 	}
-	return b.decide(s, req, b.newState(s, loads, s.kv))
+	return b.decide(s, req, b.newState(s, loads, kv))
 }
 
 // decide is a pick of req over s's ring in state st, counting nothing.

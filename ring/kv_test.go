@@ -358,3 +358,27 @@ func TestKVCapacityBoundsDoNotWrap(t *testing.T) {
 		t.Errorf("an engine of 2^62 tokens holding 1000 refused 1000 more: %s %v %v", l.Endpoint, l.Decision, err)
 	}
 }
+
+// TestDecideKVReadsTheGivenK: Decide bounds K by the balancer's own K,
+// DecideKV by the K it is given, as a replica with that view would.
+func TestDecideKVReadsTheGivenK(t *testing.T) {
+	b, err := NewBalancer(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"a", "b", "c", "d"}
+	setKVCapacity(t, b, 1000, ids...)
+	home, _ := b.Home(7)
+	hold := b.AcquireOn(Request{Key: 7, Keyed: true, Tokens: 900}, home, DecisionHome)
+	defer hold.Release()
+	req := Request{Key: 7, Keyed: true, Tokens: 200}
+	if id, d, _ := b.Decide(req, nil); id == home || d != DecisionSpill {
+		t.Fatalf("own K full at home: Decide went to %s %v, want a spill off %s", id, d, home)
+	}
+	if id, d, _ := b.DecideKV(req, nil, mapLoads{}); id != home || d != DecisionHome {
+		t.Fatalf("given no K: DecideKV went to %s %v, want home %s", id, d, home)
+	}
+	if id, d, _ := b.DecideKV(req, nil, mapLoads{home: 900}); id == home || d != DecisionSpill {
+		t.Fatalf("given the home's K: DecideKV went to %s %v, want a spill off %s", id, d, home)
+	}
+}
