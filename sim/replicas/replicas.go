@@ -97,7 +97,8 @@ type delivery struct {
 type Picker struct {
 	cfg  Config
 	reps []*replica
-	wire []delivery // in delivery order
+	bals []*ring.Balancer // the replicas' balancers, in order
+	wire []delivery       // in delivery order
 	now  time.Duration
 	turn int
 	rng  *rand.Rand // draws the publications lost (Config.Loss)
@@ -166,7 +167,7 @@ func New(cfg Config) (*Picker, error) {
 			b.SetLoads(r.loads)
 			b.SetKVLoads(r.loads.KV(b.Inflight().KV()))
 		}
-		p.reps = append(p.reps, r)
+		p.reps, p.bals = append(p.reps, r), append(p.bals, b)
 	}
 	return p, nil
 }
@@ -212,13 +213,17 @@ func (p *Picker) Acquire(req ring.Request) (ring.Lease, error) {
 	p.advance()
 	i := p.turn % len(p.reps)
 	p.turn++
+	var trueP, trueKV ring.Loads
+	if req.Keyed {
+		trueP, trueKV = TrueLoads(p.bals)
+	}
 	lease, err := p.reps[i].pick.Acquire(req)
 	if err != nil || !req.Keyed {
 		return lease, err
 	}
 	p.Keyed++
 	if lease.Decision != ring.DecisionHome {
-		if _, d, err := p.reps[i].bal.Decide(req, p.trueLoads(lease)); err == nil && d == ring.DecisionHome {
+		if _, d, err := p.reps[i].bal.DecideKV(req, trueP, trueKV); err == nil && d == ring.DecisionHome {
 			p.FalseSpills++
 		}
 	}
@@ -256,19 +261,36 @@ func (p *Picker) excess(id string) int64 {
 	return load - b.Slots(total-1, len(p.cfg.Endpoints))
 }
 
-// trueLoads sums every replica's own loads, but for lease, just taken.
-func (p *Picker) trueLoads(lease ring.Lease) ring.Loads {
-	t := sumLoads{byID: map[string]int64{}}
-	for _, r := range p.reps {
-		for id, n := range r.bal.Inflight().Counts() {
-			t.byID[id] += n
-			t.total += n
+// TrueLoads returns the cluster-wide loads of the replicas whose
+// balancers are bals, as a replica with a perfect, instant view would
+// read them: P summed over their counters, and K summed but for each
+// endpoint's shared parts, counted once (the largest replica's), as
+// core.Remote sums published entries. False spills are judged by these:
+// by P alone, a spill that a stale view of K caused (the small-KV fleet's)
+// looked like a true one.
+func TrueLoads(bals []*ring.Balancer) (p, kv ring.Loads) {
+	tp, tk := sumLoads{byID: map[string]int64{}}, sumLoads{byID: map[string]int64{}}
+	shared := map[string]int64{}
+	for _, b := range bals {
+		in := b.Inflight()
+		for id, n := range in.Counts() {
+			tp.byID[id] += n
+			tp.total += n
+		}
+		sh := in.KVSharedCounts()
+		for id, n := range in.KVCounts() {
+			tk.byID[id] += n - sh[id]
+			tk.total += n - sh[id]
+		}
+		for id, n := range sh {
+			shared[id] = max(shared[id], n)
 		}
 	}
-	w := lease.Weight()
-	t.byID[lease.Endpoint] -= w
-	t.total -= w
-	return t
+	for id, n := range shared {
+		tk.byID[id] += n
+		tk.total += n
+	}
+	return tp, tk
 }
 
 type sumLoads struct {

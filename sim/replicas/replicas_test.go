@@ -247,3 +247,34 @@ func hotKeys(t *testing.T, p *Picker, start time.Duration) []ring.Lease {
 	}
 	return held
 }
+
+// TestFalseSpillReadsTrueKV: replica 1 spills a request off its home
+// because its view still holds K that replica 0 has released there; by
+// the true cluster-wide loads (P and K) the home had room, so the spill
+// is a false one.
+func TestFalseSpillReadsTrueKV(t *testing.T) {
+	p, err := New(Config{Replicas: 2, Endpoints: fleet.EndpointIDs(4), Ring: ring.DefaultConfig(), Gossip: true,
+		KVCapacity: 1000, Interval: 100 * time.Millisecond, Latency: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.AdvanceTo(60 * time.Millisecond) // both published (at 0 and 50 ms) and delivered
+	big, err := p.reps[0].bal.Acquire(ring.Request{Key: 7, Keyed: true, Tokens: 800})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.AdvanceTo(120 * time.Millisecond) // replica 0 published its 800 tokens of K at 100 ms
+	big.Release()
+	p.now, p.turn = 130*time.Millisecond, 1 // replica 1 picks next; replica 0 publishes again at 200 ms
+	l, err := p.Acquire(ring.Request{Key: 7, Keyed: true, Tokens: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if l.Decision == ring.DecisionHome {
+		t.Fatalf("replica 1 kept %s home: its view should hold the released K", l.Endpoint)
+	}
+	if p.FalseSpills != 1 {
+		t.Fatalf("%d false spills, want 1: nothing is in flight, so the home had room", p.FalseSpills)
+	}
+}
