@@ -193,7 +193,7 @@ func label(r *Result, pt point) {
 
 // multi spreads requests over R independent instances of a policy in turn,
 // as DNS round-robin spreads clients over router replicas. With spills
-// set, it counts a spill a CHWBL pick over the true loads of all
+// set, it counts a spill a CHWBL pick over the true loads (P and K) of all
 // instances would not have made (FalseSpills, of Keyed).
 type multi struct {
 	ps     []policy.Picker
@@ -207,22 +207,17 @@ type multi struct {
 func (m *multi) Acquire(req ring.Request) (ring.Lease, error) {
 	i := m.turn % len(m.ps)
 	m.turn++
+	var trueP, trueKV ring.Loads
+	if m.spills && req.Keyed {
+		trueP, trueKV = replicas.TrueLoads(m.bals)
+	}
 	l, err := m.ps[i].Acquire(req)
 	if err != nil || !m.spills || !req.Keyed {
 		return l, err
 	}
 	m.Keyed++
 	if l.Decision != ring.DecisionHome {
-		t := trueLoads{byID: map[string]int64{}}
-		for _, b := range m.bals {
-			for id, n := range b.Inflight().Counts() {
-				t.byID[id] += n
-				t.total += n
-			}
-		}
-		t.byID[l.Endpoint] -= l.Weight()
-		t.total -= l.Weight()
-		if _, d, err := m.bals[i].Decide(req, t); err == nil && d == ring.DecisionHome {
+		if _, d, err := m.bals[i].DecideKV(req, trueP, trueKV); err == nil && d == ring.DecisionHome {
 			m.False++
 		}
 	}
@@ -279,14 +274,6 @@ func (s *scrapedLoads) observe(now time.Duration, engines []fleet.Gauges) {
 
 func (s *scrapedLoads) Load(id string) int64 { return s.byID[id] }
 func (s *scrapedLoads) Total() int64         { return s.total }
-
-type trueLoads struct {
-	byID  map[string]int64
-	total int64
-}
-
-func (t trueLoads) Load(id string) int64 { return t.byID[id] }
-func (t trueLoads) Total() int64         { return t.total }
 
 func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 	sessions, err := wl.get(pt.workload, pt.rateScale, pt.seed)
