@@ -18,6 +18,7 @@ type fleetEngine struct {
 type fleet struct {
 	cfg     Config
 	engines []fleetEngine
+	ids     []string // engine i's name, Config.IDs
 	index   map[string]int
 	leases  []ring.Lease
 	records []Record
@@ -42,8 +43,9 @@ func newFleet(cfg Config, n int) (*fleet, error) {
 		records: make([]Record, n),
 		hold:    make([]bool, n),
 		chain:   engine.NewChain(cfg.Engine.BlockSize),
+		ids:     cfg.IDs(),
 	}
-	for i, id := range cfg.IDs() {
+	for i, id := range f.ids {
 		e, err := engine.New(cfg.Engine)
 		if err != nil {
 			return nil, err
@@ -79,8 +81,8 @@ func (f *fleet) arriveAs(i int, r *workload.Request, rr ring.Request) {
 	f.now = r.Arrival
 	if f.cfg.Observe != nil {
 		f.gauges = f.gauges[:0]
-		for id, ei := range f.index {
-			e := f.engines[ei].e
+		for i, id := range f.ids { // in order: not the index's map order, which changes from run to run
+			e := f.engines[i].e
 			f.gauges = append(f.gauges, Gauges{ID: id, Waiting: e.Waiting(), Running: e.Running(), KVUsage: e.KVUsage()})
 		}
 		f.cfg.Observe(f.now, f.gauges)

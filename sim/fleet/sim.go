@@ -30,7 +30,7 @@ type Config struct {
 	// Observe, when set, is called before each request is routed with the
 	// engines' scheduler gauges, as a scraper of vLLM's /metrics would
 	// read them (vllm:num_requests_waiting, vllm:num_requests_running,
-	// vllm:kv_cache_usage_perc).
+	// vllm:kv_cache_usage_perc), in the order of IDs.
 	Observe func(now time.Duration, engines []Gauges)
 	// Advance, when set, is called with the virtual time before the fleet
 	// applies an engine step's end (its first tokens and finished

@@ -214,3 +214,29 @@ func TestAdvanceRunsBeforeReleases(t *testing.T) {
 		}
 	}
 }
+
+// TestObserveListsEnginesInOrder: Observe gets the engines' gauges in
+// the order of Config.IDs at every call, so an observer that reads them
+// in turn sees the same run every time (a map's order leaked into it).
+func TestObserveListsEnginesInOrder(t *testing.T) {
+	ids := EndpointIDs(8)
+	calls := 0
+	observe := func(_ time.Duration, gs []Gauges) {
+		calls++
+		if len(gs) != len(ids) {
+			t.Fatalf("%d gauges for %d engines", len(gs), len(ids))
+		}
+		for i, g := range gs {
+			if g.ID != ids[i] {
+				t.Fatalf("call %d: gauge %d is %s's, want %s's", calls, i, g.ID, ids[i])
+			}
+		}
+	}
+	cfg := Config{Engines: 8, Engine: engine.DefaultConfig(), Picker: &roundRobin{ids: ids}, Observe: observe}
+	if _, err := Run(cfg, sharedPrefixWorkload(20)); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 20 {
+		t.Fatalf("observed %d times for 20 requests", calls)
+	}
+}
