@@ -352,9 +352,15 @@ func preStopSleep(t *testing.T, c *corev1.Container) time.Duration {
 	return time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
 }
 
+// routerLeaveTimeout is router.LeaveTimeout, the gossip leave's bound at
+// shutdown (this module does not import the router's; router's
+// TestLeaveTimeoutIsTheDeploymentsFigure pins the two together).
+const routerLeaveTimeout = 5 * time.Second
+
 // checkDrain: the kubelet sleeps in preStop as long as the router then
 // stays ready-failing but serving, and the grace period covers the
-// sleep, the drain delay and the drain timeout, all of which it counts.
+// sleep, the drain delay, the drain timeout and the gossip leave, all of
+// which it counts.
 func (c *cluster) checkDrain(t *testing.T) {
 	delay, timeout := c.args.duration(t, "drain-delay"), c.args.duration(t, "drain-timeout")
 	sleep := preStopSleep(t, c.routerC)
@@ -365,8 +371,9 @@ func (c *cluster) checkDrain(t *testing.T) {
 	if gp == nil {
 		t.Fatal("router sets no terminationGracePeriodSeconds (30 s default)")
 	}
-	if grace := time.Duration(*gp) * time.Second; grace <= sleep+delay+timeout {
-		t.Errorf("terminationGracePeriodSeconds %v <= preStop %v + --drain-delay %v + --drain-timeout %v", grace, sleep, delay, timeout)
+	if grace := time.Duration(*gp) * time.Second; grace <= sleep+delay+timeout+routerLeaveTimeout {
+		t.Errorf("terminationGracePeriodSeconds %v <= preStop %v + --drain-delay %v + --drain-timeout %v + the gossip leave's %v",
+			grace, sleep, delay, timeout, routerLeaveTimeout)
 	}
 	// vLLM: routers must stop picking a pod before it stops serving.
 	vs, interval := preStopSleep(t, c.vllmC), c.args.duration(t, "dns-interval")

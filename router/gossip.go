@@ -153,6 +153,12 @@ func (r *Replica) join(ctx context.Context) error {
 	return nil
 }
 
+// LeaveTimeout bounds a clean leave at shutdown: how long the node waits
+// for its leave to spread, whatever its peers do (gossip's
+// TestLeaveIsBoundedByItsTimeoutWhenPeersAreBlackHoled). A Deployment's
+// grace period must cover it after the drain (deploy's checkDrain).
+const LeaveTimeout = 5 * time.Second
+
 // closeNode stops the gossip node: leaving the cluster cleanly, so peers
 // drop this replica's counts at once rather than after the failure
 // detector or staleness notices, or (leave false) as a crash would.
@@ -164,7 +170,7 @@ func (r *Replica) closeNode(leave bool) {
 		_ = r.node.Close()
 		return
 	}
-	if err := r.node.Leave(5 * time.Second); err != nil {
+	if err := r.node.Leave(LeaveTimeout); err != nil {
 		r.log.Warn("gossip leave", "err", err)
 	}
 }

@@ -119,3 +119,11 @@ func TestSettingsSummaryNamesWhatMustMatch(t *testing.T) {
 		t.Error("a timeout changed the summary")
 	}
 }
+
+// deploy/kubernetes_test.go (a module of its own, which does not import
+// this one) counts the gossip leave in the router's grace period as 5 s.
+func TestLeaveTimeoutIsTheDeploymentsFigure(t *testing.T) {
+	if LeaveTimeout != 5*time.Second {
+		t.Fatalf("LeaveTimeout is %v: change routerLeaveTimeout in deploy/kubernetes_test.go, and the grace period if it no longer covers it", LeaveTimeout)
+	}
+}
