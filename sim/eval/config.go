@@ -45,8 +45,9 @@ type Grid struct {
 	// Concurrency plays a workload's sessions closed loop, that many at a
 	// time (0: the workload's own: open loop at its rate, or the demo's 48).
 	Concurrency []int
-	// GossipLoss is the probability that one gossip publication is lost on
-	// its way to one other replica (replicas.Config.Loss).
+	// GossipLoss is the probability that one gossip publication, every
+	// copy of it, is lost on its way to one other replica
+	// (replicas.Config.Loss).
 	GossipLoss []float64
 }
 

@@ -48,7 +48,10 @@ type Config struct {
 	Latency time.Duration
 	// Loss is the probability that one publication is lost on its way to
 	// one other replica (each receiver drawn apart, from a generator seeded
-	// by Seed), as a gossip datagram is; 0: none lost.
+	// by Seed); 0: none lost. It is a whole publication's loss, every copy
+	// of it: gossip sends each publication gossip.Config.Copies times (2),
+	// so a publication loss of 20% stands for about 45% of datagrams lost
+	// (0.45² ≈ 0.2), and 1% for 10%.
 	Loss float64
 	Seed uint64
 	// View is what the bound reads; default: the production default,
