@@ -57,9 +57,10 @@ func TestEngineDeathAndReturn(t *testing.T) {
 		if err := c.StartEngine(1); err != nil {
 			t.Fatal(err)
 		}
-		// Requests to a refused port count as failed requests: the engine
-		// is ejected for BaseEjection (30 s), as Envoy's outlier detection
-		// does, whatever its probes say meanwhile.
+		// Its refused requests eject it, but its probes fail too, so it is
+		// out for its probes (upstream's probeFailedLocked) and returns
+		// once they pass, within a second; the limit allows a full
+		// BaseEjection besides.
 		back := waitRouted(t, c, victim, true, c.cfg.Health.BaseEjection+15*time.Second)
 		after := c.Homes(probeKeys)
 		cl := wait()
@@ -77,6 +78,12 @@ func TestEngineDeathAndReturn(t *testing.T) {
 		gone, others := moved(before, during, victim)
 		if others != 0 {
 			t.Fatalf("%d keys of other engines moved when %s left", others, victim)
+		}
+		// Its keys must move, every one: a ring that kept routing an
+		// ejected engine's keys to it (the retries hiding the refusals)
+		// would move none and pass the two checks above.
+		if own := countOn(before, victim); own == 0 || gone != own {
+			t.Fatalf("%d of the %d probe keys homed on %s moved when it was ejected", gone, own, victim)
 		}
 		if !slices.Equal(before, after) {
 			back, _ := moved(before, after, victim)
