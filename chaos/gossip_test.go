@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"slices"
@@ -25,8 +26,10 @@ func window(outs []Outcome, from, to time.Time) []Outcome {
 
 // Scenario 3: the gossip links split 2|1 for 30 s, then heal. Both sides
 // keep serving every request; the hit rate's dip and the bound's overshoot
-// during the split are measured, and agreement returns within two push/pull
-// intervals of the heal.
+// during the split are measured. The split must take (30 s in, each side
+// counts only its own side's entries), and within two push/pull intervals
+// of the heal every replica counts every other's entry again and the
+// replicas agree.
 func TestGossipPartition(t *testing.T) {
 	scenario(t, requestsSignal(DefaultConfig()), func(t *testing.T, c *Cluster) {
 		wait := heavy(c, 45*time.Second)
@@ -40,8 +43,22 @@ func TestGossipPartition(t *testing.T) {
 		stopSampling := Sample(100*time.Millisecond, func() { excess = append(excess, c.Excess(c.cfg.Engines)) })
 		time.Sleep(30 * time.Second)
 		stopSampling()
+		// The split took: each side's views count the other side's
+		// entries no longer (they went stale), only their own side's.
+		for i, r := range c.Live() {
+			for j, peer := range c.Live() {
+				same := (i == 2) == (j == 2)
+				if i != j && countsEntry(r, peer.Name) != same {
+					t.Fatalf("30 s into the split, %s counts %s's entry: %v", r.Name, peer.Name, !same)
+				}
+			}
+		}
 		healed := time.Now()
 		c.Gossip.Heal()
+		// The views join again: every replica counts every other's entry
+		// (agreement alone would not show it: the ring's homes agree
+		// whatever the loads read while no key is at the bound).
+		joined := waitViewsJoined(t, c, 2*c.cfg.Gossip.PushPull)
 		recovered := waitAgreement(t, c, 2*c.cfg.Gossip.PushPull)
 		cl := wait()
 		outs := cl.Outcomes()
@@ -50,8 +67,8 @@ func TestGossipPartition(t *testing.T) {
 			t.Fatalf("a side stopped serving: %v", tally)
 		}
 		before, during, after := HitRate(window(outs, split.Add(-8*time.Second), split)), HitRate(window(outs, split, healed)), HitRate(window(outs, healed.Add(2*time.Second), healed.Add(12*time.Second)))
-		report(t, "%v; hit rate %.3f before, %.3f split, %.3f after; bound excess max %d before, %d during the split; agreement back %v after the heal",
-			tally, before, during, after, slices.Max(baseExcess), slices.Max(excess), recovered)
+		report(t, "%v; hit rate %.3f before, %.3f split, %.3f after; bound excess max %d before, %d during the split; views joined %v and agreement back %v after the heal",
+			tally, before, during, after, slices.Max(baseExcess), slices.Max(excess), joined, recovered)
 		checkNoGhostLoad(t, c)
 	})
 }
@@ -67,6 +84,41 @@ func TestGossipPartition(t *testing.T) {
 func requestsSignal(cfg Config) Config {
 	cfg.Ring.Signal, cfg.Ring.MinBound = ring.SignalRequests, ring.DefaultMinRequests
 	return cfg
+}
+
+// countsEntry reports whether r's view counts peer's entry now (fresh,
+// from a member, not a tombstone).
+func countsEntry(r *Replica, peer string) bool {
+	for _, e := range r.Node.Status().Entries {
+		if e.Node == peer {
+			return e.Counted
+		}
+	}
+	return false
+}
+
+// waitViewsJoined waits until every live replica counts every other live
+// replica's entry, and returns how long that took.
+func waitViewsJoined(t *testing.T, c *Cluster, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		missing := ""
+		for _, r := range c.Live() {
+			for _, peer := range c.Live() {
+				if peer != r && !countsEntry(r, peer.Name) {
+					missing += fmt.Sprintf(" %s lacks %s;", r.Name, peer.Name)
+				}
+			}
+		}
+		if missing == "" {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("views not joined after %v:%s", limit, missing)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Scenario 7: 20% packet loss and 50 ms ± 25 ms delay between the
