@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -122,35 +123,97 @@ func waitViewsJoined(t *testing.T, c *Cluster, limit time.Duration) time.Duratio
 }
 
 // Scenario 7: 20% packet loss and 50 ms ± 25 ms delay between the
-// replicas, against the same load without them. Agreement (sampled every
-// second under load) and the bound's excess are reported for both; every
-// request is still answered, and when the load stops the views drain to
-// zero and agree again.
+// replicas, against the same load without them, with the load counted in
+// requests so that the bound decides picks (under the tokens default the
+// heavy load stays far below the floor: no key left its home, and
+// agreement read 1.000 with and without loss whatever the views held).
+// The bound sends keys away from home in both phases, so the agreement
+// reported for both (sampled every 250 ms under load) can fail. Under
+// loss every replica keeps hearing every other's entry anew within a
+// heartbeat: a lost publication is repaired by the next ones, not by
+// push/pull or the staleness expiry. The bound's excess stays within two
+// requests of its excess without loss, every request is answered, and
+// when the load stops the views drain to zero and agree again.
 func TestLossyGossip(t *testing.T) {
-	scenario(t, DefaultConfig(), func(t *testing.T, c *Cluster) {
-		measure := func() (agree []float64, excess []int64, cl *Client) {
+	scenario(t, requestsSignal(DefaultConfig()), func(t *testing.T, c *Cluster) {
+		type phase struct {
+			agree, spilled []float64
+			excess         []int64
+			silent         time.Duration // the longest a replica went without a peer's news
+			missing        string        // a sample's replicas that counted no entry of a peer
+		}
+		measure := func() (p phase, tally Tally) {
 			wait := heavy(c, 15*time.Second)
-			stop := Sample(time.Second, func() {
-				agree = append(agree, c.Agreement(probeKeys))
-				excess = append(excess, c.Excess(c.cfg.Engines))
+			stop := Sample(250*time.Millisecond, func() {
+				p.agree = append(p.agree, c.Agreement(probeKeys))
+				p.spilled = append(p.spilled, spilledShare(c))
+				p.excess = append(p.excess, c.Excess(c.cfg.Engines))
+				age, missing := peerAge(c)
+				p.silent = max(p.silent, age)
+				p.missing = cmp.Or(p.missing, missing)
 			})
-			cl = wait()
+			tally = Count(wait().Outcomes())
 			stop()
 			return
 		}
-		cleanAgree, cleanExcess, _ := measure()
+		clean, _ := measure()
 		c.Gossip.SetLoss(0.2)
 		c.Gossip.SetLatency(50*time.Millisecond, 25*time.Millisecond)
-		agree, excess, cl := measure()
-		tally := Count(cl.Outcomes())
+		lossy, tally := measure()
 		if tally.OK != tally.Requests {
 			t.Fatalf("%v", tally)
 		}
 		settle := checkNoGhostLoad(t, c)
 		idle := waitAgreement(t, c, 2*c.cfg.Gossip.PushPull)
-		report(t, "%v; agreement under load mean %.3f (no loss: %.3f); bound excess max %d (no loss: %d); views drained to 0 in %v after the load stopped, agreed %v later",
-			tally, Mean(agree), Mean(cleanAgree), slices.Max(excess), slices.Max(cleanExcess), settle, idle)
+		report(t, "%v; agreement under load mean %.3f (no loss: %.3f), probe keys off home %.3f (%.3f); bound excess p95 %d, max %d (no loss: p95 %d, max %d); a peer's entry heard anew within %v (no loss: %v); views drained to 0 in %v after the load stopped, agreed %v later",
+			tally, Mean(lossy.agree), Mean(clean.agree), Mean(lossy.spilled), Mean(clean.spilled),
+			p95(lossy.excess), slices.Max(lossy.excess), p95(clean.excess), slices.Max(clean.excess), lossy.silent, clean.silent, settle, idle)
+		if lossy.missing != "" {
+			t.Fatalf("under loss, a replica counted no entry of a peer:%s", lossy.missing)
+		}
+		if lossy.silent > c.cfg.Gossip.Heartbeat {
+			t.Fatalf("under loss, a replica heard nothing new from a peer for %v (heartbeat %v): lost publications were not repaired by the next ones", lossy.silent, c.cfg.Gossip.Heartbeat)
+		}
+		// The bound must decide picks, or agreement could not fail.
+		if Mean(clean.spilled) < 0.05 || Mean(lossy.spilled) < 0.05 {
+			t.Fatalf("probe keys off home %.3f without loss, %.3f with: the bound decided too few picks to measure agreement", Mean(clean.spilled), Mean(lossy.spilled))
+		}
+		// Compared at the 95th percentile of the samples, as in
+		// TestEndpointSetSkew: the maximum is one burst's luck. The delay
+		// costs up to a request (p95 1-2 against 1 in six runs); lost
+		// gossip costs no more at this load, so this check does not
+		// detect it: the checks above do.
+		if p95(lossy.excess) > p95(clean.excess)+2 {
+			t.Fatalf("the bound's excess (p95 of samples) was %d under loss, %d without", p95(lossy.excess), p95(clean.excess))
+		}
 	})
+}
+
+// peerAge is the longest any live replica has gone without hearing a
+// newer entry of another live replica, and which replicas count no entry
+// of which other ("" when every one counts every other's).
+func peerAge(c *Cluster) (time.Duration, string) {
+	oldest, missing := time.Duration(0), ""
+	live := c.Live()
+	for _, r := range live {
+		heard := map[string]time.Duration{}
+		for _, e := range r.Node.Status().Entries {
+			if e.Counted {
+				heard[e.Node] = time.Duration(e.AgeMillis) * time.Millisecond
+			}
+		}
+		for _, peer := range live {
+			if peer == r {
+				continue
+			}
+			age, ok := heard[peer.Name]
+			if !ok {
+				missing += fmt.Sprintf(" %s lacks %s;", r.Name, peer.Name)
+			}
+			oldest = max(oldest, age)
+		}
+	}
+	return oldest, missing
 }
 
 func p95(xs []int64) int64 {
