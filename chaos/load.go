@@ -26,6 +26,7 @@ type Outcome struct {
 	Status   int    // 0 when no response arrived
 	Err      string // transport error, if any
 	Endpoint string // X-Prefixring-Endpoint
+	Decision string // X-Prefixring-Decision: home, spill or fallback
 	Stream   bool
 	// Belongs: the engine echoed this request's own X-Request-Id.
 	Belongs bool
@@ -129,7 +130,7 @@ func (cl *Client) Do(ctx context.Context, key string, body []byte, stream bool) 
 			break
 		}
 		o.TTFB = time.Since(o.Start)
-		o.Status, o.Endpoint = resp.StatusCode, resp.Header.Get("X-Prefixring-Endpoint")
+		o.Status, o.Endpoint, o.Decision = resp.StatusCode, resp.Header.Get("X-Prefixring-Endpoint"), resp.Header.Get("X-Prefixring-Decision")
 		o.Belongs = resp.Header.Get("X-Request-Id") == id
 		b, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
