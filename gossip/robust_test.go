@@ -61,6 +61,24 @@ func realNode(t *testing.T, ctx context.Context, name string, join []string, log
 	return n, reg
 }
 
+// muteSeed returns, on mem, a seed at 10.0.0.1 that accepts every
+// stream and reads none, a transport for the replica under test at
+// 10.0.0.2, and its balancer.
+func muteSeed(t *testing.T, mem *memnet.Network) (mute, tr *memnet.Transport, bal *ring.Balancer) {
+	t.Helper()
+	mute, err := mem.Transport("10.0.0.1:7946")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr, err = mem.Transport("10.0.0.2:7946"); err != nil {
+		t.Fatal(err)
+	}
+	if bal, err = ring.NewBalancer(ring.DefaultConfig()); err != nil {
+		t.Fatal(err)
+	}
+	return mute, tr, bal
+}
+
 // TestStartBoundsTheJoin: a peer that accepts the connection and never
 // answers does not hold up Start beyond its context (memberlist's Join
 // takes none and would wait its whole TCP timeout). In a bubble on
@@ -68,20 +86,8 @@ func realNode(t *testing.T, ctx context.Context, name string, join []string, log
 // context, and a busy machine could take longer than that on its own.
 func TestStartBoundsTheJoin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memnet.New(1)
-		mute, err := mem.Transport("10.0.0.1:7946") // accepts every stream, reads none
-		if err != nil {
-			t.Fatal(err)
-		}
+		mute, tr, bal := muteSeed(t, memnet.New(1))
 		defer mute.Shutdown()
-		tr, err := mem.Transport("10.0.0.2:7946")
-		if err != nil {
-			t.Fatal(err)
-		}
-		bal, err := ring.NewBalancer(ring.DefaultConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
 		const tcpTimeout = time.Minute
 		n, err := New(Config{NodeName: "r0", BindAddr: tr.Addr(), Join: []string{mute.Addr()}, Key: []byte("0123456789abcdef"), Transport: tr,
 			Tune: func(c *memberlist.Config) { c.TCPTimeout = tcpTimeout }}, bal, prometheus.NewRegistry(), nil)

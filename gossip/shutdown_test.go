@@ -13,12 +13,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prefixring/prefixring/chaos/memnet"
-	"github.com/prefixring/prefixring/ring"
 )
 
 // blackHoledSeeds are the join list of the shutdown tests: maxJoinContacts
 // addresses, so one join attempt dials every one of them in turn.
 var blackHoledSeeds = []string{"10.0.0.7:7946", "10.0.0.8:7946", "10.0.0.9:7946"}
+
+// timedClose closes replica name, which the cluster then forgets, and
+// returns how long Close took.
+func (c *cluster) timedClose(t *testing.T, name string) time.Duration {
+	t.Helper()
+	r := c.reps[name]
+	delete(c.reps, name)
+	start := time.Now()
+	if err := r.node.Close(); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("Close took %v", took)
+	return took
+}
 
 // TestCloseDoesNotWaitForAJoinIntoABlackHole: a replica whose seeds are
 // black-holed (packets dropped, no reset) is in a join attempt, whose
@@ -36,14 +50,7 @@ func TestCloseDoesNotWaitForAJoinIntoABlackHole(t *testing.T) {
 			c.net.BlackHole(s)
 		}
 		time.Sleep(time.Second) // the join loop's retry (after 100 ms) is dialing the first seed
-		delete(c.reps, "r0")
-		start := time.Now()
-		if err := r.node.Close(); err != nil {
-			t.Fatal(err)
-		}
-		took := time.Since(start)
-		t.Logf("Close took %v", took)
-		if took > closeBound(r.node) {
+		if took := c.timedClose(t, "r0"); took > closeBound(r.node) {
 			t.Fatalf("Close took %v while a join dialed black-holed seeds (TCP timeout %v), want at most %v",
 				took, memberlist.DefaultLANConfig().TCPTimeout, closeBound(r.node))
 		}
@@ -127,20 +134,8 @@ func (streamsOutliveShutdown) Shutdown() error { return nil }
 // streams the node opened.
 func TestCloseDoesNotWaitForASilentStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memnet.New(45)
-		mute, err := mem.Transport("10.0.0.1:7946") // accepts every stream, reads none
-		if err != nil {
-			t.Fatal(err)
-		}
+		mute, tr, bal := muteSeed(t, memnet.New(45))
 		defer mute.Shutdown()
-		tr, err := mem.Transport("10.0.0.2:7946")
-		if err != nil {
-			t.Fatal(err)
-		}
-		bal, err := ring.NewBalancer(ring.DefaultConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
 		n, err := New(Config{NodeName: "r0", BindAddr: tr.Addr(), Join: []string{mute.Addr()}, Transport: streamsOutliveShutdown{tr}},
 			bal, prometheus.NewRegistry(), nil)
 		if err != nil {
@@ -186,14 +181,7 @@ func TestCloseDoesNotWaitForAJoinNameToResolve(t *testing.T) {
 		}
 		r := c.mustStart("r0", "10.0.0.1:7946")
 		time.Sleep(time.Second) // the join loop's retry (after 100 ms) is resolving the name
-		delete(c.reps, "r0")
-		start := time.Now()
-		if err := r.node.Close(); err != nil {
-			t.Fatal(err)
-		}
-		took := time.Since(start)
-		t.Logf("Close took %v", took)
-		if took > closeBound(r.node) {
+		if took := c.timedClose(t, "r0"); took > closeBound(r.node) {
 			t.Fatalf("Close took %v while the join resolved a name no server answers, want at most %v", took, closeBound(r.node))
 		}
 	})
