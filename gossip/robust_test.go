@@ -40,6 +40,12 @@ func (s *syncBuffer) String() string {
 // realNode starts a node on a real loopback socket.
 func realNode(t *testing.T, ctx context.Context, name string, join []string, logs *syncBuffer) (*Node, *prometheus.Registry) {
 	t.Helper()
+	return realNodeWith(t, ctx, name, join, logs, nil)
+}
+
+// realNodeWith is realNode with its config adjusted by tweak (if set).
+func realNodeWith(t *testing.T, ctx context.Context, name string, join []string, logs *syncBuffer, tweak func(*Config)) (*Node, *prometheus.Registry) {
+	t.Helper()
 	bal, err := ring.NewBalancer(ring.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -49,8 +55,12 @@ func realNode(t *testing.T, ctx context.Context, name string, join []string, log
 		log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	reg := prometheus.NewRegistry()
-	n, err := New(Config{NodeName: name, BindAddr: "127.0.0.1:0", Join: join, Key: []byte("0123456789abcdef"),
-		Tune: func(c *memberlist.Config) { c.TCPTimeout = 2 * time.Second }}, bal, reg, log)
+	cfg := Config{NodeName: name, BindAddr: "127.0.0.1:0", Join: join, Key: []byte("0123456789abcdef"),
+		Tune: func(c *memberlist.Config) { c.TCPTimeout = 2 * time.Second }}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	n, err := New(cfg, bal, reg, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,96 @@
+package gossip
+
+import (
+	"context"
+	"net"
+	"slices"
+	"testing"
+	"time"
+)
+
+// eventually polls cond every few milliseconds until it holds, and fails
+// the test with what after limit: on real sockets delivery is not
+// scheduled by the test.
+func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", limit, what)
+		}
+	}
+}
+
+func hasEntry(n *Node, node string) bool {
+	return slices.ContainsFunc(n.Status().Entries, func(e EntryStatus) bool { return e.Node == node })
+}
+
+// TestLoopbackReplicasJoinGossipEncryptedAndLeave runs the production
+// transport (memberlist's UDP and TCP, which the node builds itself and
+// wraps, transport.go) on real loopback sockets, port 0 chosen by the
+// kernel (one replica advertises port 0 too, which means that port):
+// three replicas with a key join through the first one's advertised
+// address and receive each other's entries; a fourth with
+// another key is refused by all; one that leaves is dropped by the others
+// at once, and its port is free again when Leave returns.
+func TestLoopbackReplicasJoinGossipEncryptedAndLeave(t *testing.T) {
+	ctx := context.Background()
+	r0, _ := realNode(t, ctx, "r0", nil, nil)
+	if _, port, _ := splitHostPort(r0.addr); port == 0 {
+		t.Fatalf("r0 advertises %s: the port the kernel chose was not written back", r0.addr)
+	}
+	// r1 advertises its address with port 0, as memberlist takes it: the
+	// port the kernel chose.
+	r1, _ := realNodeWith(t, ctx, "r1", []string{r0.addr}, nil, func(c *Config) { c.AdvertiseAddr = "127.0.0.1:0" })
+	if _, port, _ := splitHostPort(r1.addr); port == 0 {
+		t.Fatalf("r1 advertises %s", r1.addr)
+	}
+	r2, _ := realNode(t, ctx, "r2", []string{r0.addr}, nil)
+	nodes := []*Node{r0, r1, r2}
+	eventually(t, 5*time.Second, "every replica a member of every other and holding its entry", func() bool {
+		for _, n := range nodes {
+			for _, m := range nodes {
+				if _, ok := n.Members()[m.Name()]; !ok || !hasEntry(n, m.Name()) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+
+	intruder, _ := realNodeWith(t, ctx, "r3", []string{r0.addr}, nil, func(c *Config) { c.Key = []byte("fedcba9876543210") })
+	// Start waited for the first join, which the key refused.
+	if m := intruder.ml.NumMembers(); m != 1 {
+		t.Fatalf("the replica with another key sees %d members", m)
+	}
+	for _, n := range nodes {
+		if _, ok := n.Members()["r3"]; ok {
+			t.Fatalf("%s took in the replica with another key", n.Name())
+		}
+	}
+
+	addr := r2.addr
+	start := time.Now()
+	if err := r2.Leave(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Leave took %v", time.Since(start))
+	// Each port is bound afresh, UDP and TCP: the transport let go of both.
+	udp, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		t.Fatalf("UDP %s still held after Leave: %v", addr, err)
+	}
+	_ = udp.Close()
+	tcp, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("TCP %s still held after Leave: %v", addr, err)
+	}
+	_ = tcp.Close()
+	eventually(t, time.Second, "r0 and r1 drop r2 when it leaves", func() bool {
+		for _, n := range nodes[:2] {
+			if _, ok := n.Members()["r2"]; ok {
+				return false
+			}
+		}
+		return true
+	})
+}
