@@ -4,8 +4,14 @@ import (
 	"context"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/prefixring/prefixring/ring"
 )
 
 // eventually polls cond every few milliseconds until it holds, and fails
@@ -93,4 +99,27 @@ func TestLoopbackReplicasJoinGossipEncryptedAndLeave(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestStartFailingAfterBindLeavesNothing: memberlist.Create can fail after
+// the node bound its transport (here on an advertise address that is a
+// name, not an IP, which Validate lets through and memberlist refuses).
+// Start then shuts the transport down: no listener goroutine left, the
+// port free.
+func TestStartFailingAfterBindLeavesNothing(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	bal, err := ring.NewBalancer(ring.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(Config{NodeName: "r0", BindAddr: "127.0.0.1:0", AdvertiseAddr: "replica.example:7946"}, bal, prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "advertise address") {
+		t.Fatalf("Start with a name to advertise: %v, want memberlist's refusal", err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
