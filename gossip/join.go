@@ -73,7 +73,11 @@ func (n *Node) unknownSeeds(seeds []string) []string {
 // that resolves to nobody else (a headless Service before any replica is
 // ready) is no first join, so the join loop keeps retrying it promptly.
 func (n *Node) joinOnce(ctx context.Context) bool {
-	unknown := n.unknownSeeds(n.seeds(ctx))
+	seeds := n.seeds(ctx)
+	if ctx.Err() != nil {
+		return false // stopping: lookups cut short name nobody, which says nothing of our peers
+	}
+	unknown := n.unknownSeeds(seeds)
 	if len(unknown) == 0 {
 		n.setIsolated(false, 0)
 		return n.ml.NumMembers() > 1

@@ -3,8 +3,10 @@ package gossip
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prefixring/prefixring/chaos/memnet"
+	"github.com/prefixring/prefixring/ring"
 )
 
 // blackHoledSeeds are the join list of the shutdown tests: maxJoinContacts
@@ -183,6 +186,58 @@ func TestCloseDoesNotWaitForAJoinNameToResolve(t *testing.T) {
 		time.Sleep(time.Second) // the join loop's retry (after 100 ms) is resolving the name
 		if took := c.timedClose(t, "r0"); took > closeBound(r.node) {
 			t.Fatalf("Close took %v while the join resolved a name no server answers, want at most %v", took, closeBound(r.node))
+		}
+	})
+}
+
+// answersOnce answers its first lookup with addrs, and every later one as
+// a DNS server gone silent: it waits for the lookup's context.
+type answersOnce struct {
+	addrs []string
+	calls atomic.Int32
+}
+
+func (r *answersOnce) LookupHost(ctx context.Context, host string) ([]string, error) {
+	if r.calls.Add(1) == 1 {
+		return r.addrs, nil
+	}
+	return unanswered{}.LookupHost(ctx, host)
+}
+
+// TestCloseDuringALookupLeavesAnIslandAnIsland: an island (discovery names
+// a peer, none accepts it) is stopped while its join loop resolves the
+// join name. The lookup ends with the stop, naming nobody: that is no
+// sign the island found its cluster, so it must not log that it is no
+// longer isolated, nor report so.
+func TestCloseDuringALookupLeavesAnIslandAnIsland(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr, err := memnet.New(47).Transport("10.0.0.1:7946")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bal, err := ring.NewBalancer(ring.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs := &syncBuffer{}
+		log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		n, err := New(Config{NodeName: "r0", BindAddr: tr.Addr(), Join: []string{"replicas.test:7946"},
+			Resolver: &answersOnce{addrs: []string{"10.0.0.7"}}, Transport: tr}, bal, prometheus.NewRegistry(), log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Start(context.Background()); err != nil { // 10.0.0.7 does not listen: the join fails at once
+			t.Fatal(err)
+		}
+		if !n.Isolated() {
+			t.Fatal("a replica whose only peer refuses it is not isolated")
+		}
+		time.Sleep(time.Second) // the join loop's retry (after 100 ms) is resolving the name
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(logs.String(), "no longer isolated") || !n.Isolated() {
+			t.Fatalf("stopping during a lookup ended the island (isolated %v):\n%s", n.Isolated(), logs.String())
 		}
 	})
 }
