@@ -24,9 +24,10 @@ type Config struct {
 	// BindAddr is the host:port memberlist listens on, UDP and TCP.
 	// Default 0.0.0.0:7946.
 	BindAddr string
-	// AdvertiseAddr is the host:port other replicas reach this one at.
-	// Default: memberlist's choice (the bind address, or the first private
-	// IP when bound to 0.0.0.0).
+	// AdvertiseAddr is the host:port other replicas reach this one at
+	// (host an IP); port 0 advertises the port bound. Default:
+	// memberlist's choice (the bind address, or the first private IP when
+	// bound to 0.0.0.0).
 	AdvertiseAddr string
 	// Join lists peers to join: host:port or host (the bind port is
 	// assumed), IPs or DNS names such as a headless Service. Names are

@@ -123,3 +123,14 @@ func TestStartFailingAfterBindLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAnAdvertisedPortIsKeptWhenTheBindPortIsChosen: AdvertiseAddr is
+// where the others reach this replica (a port forwarded to it, say), so
+// its port stands when the bind port is left to the kernel; memberlist's
+// own transport setup replaced it with the port bound.
+func TestAnAdvertisedPortIsKeptWhenTheBindPortIsChosen(t *testing.T) {
+	n, _ := realNodeWith(t, context.Background(), "r0", nil, nil, func(c *Config) { c.AdvertiseAddr = "127.0.0.1:17946" })
+	if n.addr != "127.0.0.1:17946" {
+		t.Fatalf("advertises %s, want the configured 127.0.0.1:17946", n.addr)
+	}
+}

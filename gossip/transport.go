@@ -124,7 +124,9 @@ func (c *stoppableConn) Close() error {
 // nodeTransport returns the transport the node runs on, stoppable: the
 // configured one (tests), or memberlist's own UDP and TCP transport made
 // here, as memberlist.Create makes it when given none. A bind port of 0
-// is chosen now, and written into mc.
+// is chosen now, and written into mc; so is the advertise port when it is
+// 0 too, but not a port configured to advertise (memberlist.Create
+// replaces that one as well).
 func nodeTransport(mc *memberlist.Config) (*stoppable, error) {
 	if mc.Transport != nil {
 		t, ok := mc.Transport.(memberlist.NodeAwareTransport)
@@ -145,7 +147,9 @@ func nodeTransport(mc *memberlist.Config) (*stoppable, error) {
 		if nt, err = memberlist.NewNetTransport(nc); err == nil {
 			if mc.BindPort == 0 {
 				mc.BindPort = nt.GetAutoBindPort()
-				mc.AdvertisePort = mc.BindPort
+				if mc.AdvertisePort == 0 {
+					mc.AdvertisePort = mc.BindPort
+				}
 			}
 			return newStoppable(nt), nil
 		}
