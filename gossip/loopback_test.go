@@ -52,7 +52,7 @@ func TestLoopbackReplicasJoinGossipEncryptedAndLeave(t *testing.T) {
 	}
 	r2, _ := realNode(t, ctx, "r2", []string{r0.addr}, nil)
 	nodes := []*Node{r0, r1, r2}
-	eventually(t, 5*time.Second, "every replica a member of every other and holding its entry", func() bool {
+	eventually(t, 20*time.Second, "every replica a member of every other and holding its entry", func() bool {
 		for _, n := range nodes {
 			for _, m := range nodes {
 				if _, ok := n.Members()[m.Name()]; !ok || !hasEntry(n, m.Name()) {
