@@ -41,7 +41,7 @@ func (h *turnHeap) Pop() any {
 // RunSessions plays sessions in closed loop: a session's first turn arrives
 // at its Start; each later turn arrives its Think after the previous turn's
 // answer, and carries the whole history, the simulated engine's answers
-// included (workload.SimAnswer), rendered as the engine sees it and keyed
+// included (workload.SimAnswerScaled), rendered as the engine sees it and keyed
 // by key on the request's JSON body. A turn whose request was rejected
 // ends its session. Records are in arrival order, with Session and Turn
 // set, beside the requests as the engines got them; cfg.Key is not used.
@@ -102,7 +102,7 @@ func RunSessions(cfg Config, sessions []workload.Session, key CallKey) (*Result,
 			} else {
 				text, scale := c.EngineText(), engine.CharsPerToken*cmp.Or(s.TokenScale, 1)
 				toks := engine.TokenizeScaled(text, scale)
-				joint := engine.TokenizeScaled(text+workload.SimAnswer(c.MaxTokens), scale)
+				joint := engine.TokenizeScaled(text+workload.SimAnswerScaled(c.MaxTokens, s.TokenScale), scale)
 				reqs[next] = workload.Request{Arrival: p.at, InputLen: len(toks), OutputLen: c.MaxTokens, Tokens: toks, Joint: joint}
 			}
 			rr := ring.Request{Tokens: int64(reqs[next].InputLen)}
@@ -126,7 +126,7 @@ func RunSessions(cfg Config, sessions []workload.Session, key CallKey) (*Result,
 		for _, i := range f.finished {
 			rec := &f.records[i]
 			s := &sessions[rec.Session]
-			answers[rec.Session] = append(answers[rec.Session], workload.SimAnswer(rec.OutputTokens))
+			answers[rec.Session] = append(answers[rec.Session], workload.SimAnswerScaled(rec.OutputTokens, s.TokenScale))
 			if k := rec.Turn + 1; k < len(s.Turns) {
 				heap.Push(h, pendingTurn{at: f.now + s.Turns[k].Think, session: rec.Session, k: k})
 			} else {

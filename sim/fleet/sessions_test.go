@@ -187,8 +187,10 @@ func TestNonStreamedHoldsPrefillWeight(t *testing.T) {
 
 // A session's TokenScale makes the engine's token count depart from the
 // router's bytes/4: 0.5 (the router counts half the engine's tokens)
-// doubles the engine's tokens, and later turns still find the earlier ones
-// cached.
+// doubles the engine's tokens of the text the client wrote, and later turns
+// still find the earlier ones cached. The answers in the history count the
+// tokens the engine generated at any scale
+// (TestScaledAnswerIsTheTokensGenerated).
 func TestTokenScale(t *testing.T) {
 	w := workload.DefaultMultiTurn(workload.Chat)
 	w.Conversations, w.Turns = 1, 3
@@ -218,8 +220,57 @@ func TestTokenScale(t *testing.T) {
 		}
 	}
 	for k := range prompt[1] {
-		if got, want := prompt[0.5][k], 2*prompt[1][k]; got < want-2 || got > want+2 {
+		answers := k * w.OutputTokens
+		if got, want := prompt[0.5][k], 2*(prompt[1][k]-answers)+answers; got < want-2 || got > want+2 {
 			t.Fatalf("turn %d: %d tokens at scale 0.5, want about %d", k, got, want)
+		}
+	}
+}
+
+// A session's answers are the tokens the engine generated, at any
+// TokenScale: a real tokenizer cuts a model's output text back into about
+// the tokens it was generated as, so the next turn carries the answer as
+// OutputTokens tokens and finds them cached (all but the block of the last,
+// which has no KV, and the block where the answer joins the prompt). Each
+// turn then grows by its answer and by the new message's text, which alone
+// scales: 1/scale times its tokens at scale 1.
+func TestScaledAnswerIsTheTokensGenerated(t *testing.T) {
+	w := workload.DefaultMultiTurn(workload.Chat)
+	w.Conversations, w.Turns = 1, 4
+	bs := engine.DefaultConfig().BlockSize
+	added := map[float64][]int{} // tokens each later turn adds besides the answer
+	for _, scale := range []float64{1, 0.5, 1.5} {
+		sessions, err := w.Sessions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions[0].TokenScale = scale
+		b, err := ring.NewBalancer(ring.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.SetEndpoints(EndpointIDs(1)); err != nil {
+			t.Fatal(err)
+		}
+		res, _, err := RunSessions(Config{Engines: 1, Engine: engine.DefaultConfig(), Picker: b}, sessions, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, r := range res.Records[1:] {
+			p := res.Records[k]
+			grow := r.PromptTokens - p.PromptTokens - p.OutputTokens
+			added[scale] = append(added[scale], grow)
+			if uncached := r.PromptTokens - r.CachedTokens; uncached > grow+2*bs {
+				t.Errorf("scale %v turn %d: %d of %d tokens computed, want at most the %d added and 2 blocks",
+					scale, r.Turn, uncached, r.PromptTokens, grow)
+			}
+		}
+	}
+	for _, scale := range []float64{0.5, 1.5} {
+		for k, n := range added[1] {
+			if got, want := added[scale][k], float64(n)/scale; float64(got) < want-3 || float64(got) > want+3 {
+				t.Errorf("scale %v turn %d: grew %d tokens besides its answer, want about %.0f", scale, k+1, got, want)
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package workload
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -148,8 +149,23 @@ func (s *Session) Call(k int, answers []string) Call {
 
 // SimAnswer is what the simulated engine answers to a request for n
 // tokens: `prefixring sim` streams exactly this text, so a session played
-// against it and one played in the fleet simulator carry the same history.
+// against it and one played in the fleet simulator carry the same history
+// (at TokenScale 1; see [SimAnswerScaled]).
 func SimAnswer(n int) string { return engine.FillerText(0, n) }
+
+// SimAnswerScaled is the answer of n tokens in a session whose text the
+// engine cuts at 4·scale bytes a token (Session.TokenScale; 0 is 1): the
+// filler cut to round(4·scale·n) bytes. A real tokenizer cuts a model's
+// output text back into about the tokens it was generated as, so the next
+// turn carries the answer as the n tokens the engine generated (and
+// cached), whatever the session's text kind; at scale 1 it is SimAnswer.
+func SimAnswerScaled(n int, scale float64) string {
+	if scale == 0 || scale == 1 {
+		return SimAnswer(n)
+	}
+	size := int(math.Round(float64(n) * engine.CharsPerToken * scale))
+	return engine.FillerText(0, (size+engine.CharsPerToken-1)/engine.CharsPerToken)[:size]
+}
 
 // EngineText is the text the engine tokenizes: the chat template applied to
 // the messages and tools, or the prompt. (sim/vllm renders a chat request

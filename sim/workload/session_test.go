@@ -289,3 +289,24 @@ func TestTraceNames(t *testing.T) {
 		t.Errorf("ReadTrace of a built-in workload: %v", err)
 	}
 }
+
+// An answer of n tokens is n tokens of its session's text: after any
+// prompt, tokenized with it at the session's scale, it adds n tokens, give
+// or take the one where it joins the prompt; at scale 1 it is SimAnswer.
+func TestSimAnswerScaled(t *testing.T) {
+	if SimAnswerScaled(50, 1) != SimAnswer(50) || SimAnswerScaled(50, 0) != SimAnswer(50) {
+		t.Fatal("at scale 1 the answer is not SimAnswer")
+	}
+	for _, scale := range []float64{0.569, 0.8, 1, 1.29, 1.654} {
+		cpt := engine.CharsPerToken * scale
+		for _, n := range []int{1, 7, 128, 500} {
+			for pad := range 9 {
+				prompt := strings.Repeat("x", 100+pad)
+				got := len(engine.TokenizeScaled(prompt+SimAnswerScaled(n, scale), cpt)) - len(engine.TokenizeScaled(prompt, cpt))
+				if got < n-1 || got > n+1 {
+					t.Fatalf("scale %v, %d tokens after %d bytes: %d tokens", scale, n, len(prompt), got)
+				}
+			}
+		}
+	}
+}
