@@ -240,3 +240,31 @@ func TestObserveListsEnginesInOrder(t *testing.T) {
 		t.Fatalf("observed %d times for 20 requests", calls)
 	}
 }
+
+// vLLM caches the full blocks a request generates whatever its prompt is
+// made of, and a preempted request resumes after those still cached: its
+// lookup covers its output too. The fleet knows the answer of a prompt of
+// token ids or trace blocks as well (the engine's filler), so such a
+// request resumes as one of text does. Two requests of 8 tokens and 12
+// out on an engine of 8 blocks of 4: B is preempted once, when it has
+// generated 8 tokens; resuming, it looks up its 16 tokens (capped at 3
+// blocks: the last token is computed) and finds its prompt's 2 blocks and
+// its output's first, so it computes 8 + 4 tokens by prefill in all (8 + 8
+// with its output unhashed).
+func TestResumedTokenPromptFindsItsOwnOutput(t *testing.T) {
+	ec := engine.DefaultConfig()
+	ec.BlockSize, ec.NumBlocks = 4, 8
+	a := workload.Request{InputLen: 8, OutputLen: 12, Tokens: []uint32{1, 2, 3, 4, 5, 6, 7, 8}}
+	for name, b := range map[string]workload.Request{
+		"token ids": {InputLen: 8, OutputLen: 12, Tokens: []uint32{11, 12, 13, 14, 15, 16, 17, 18}},
+		"trace":     {InputLen: 8, OutputLen: 12, HashIDs: []uint64{7}},
+	} {
+		res, err := Run(Config{Engines: 1, Engine: ec, Picker: &roundRobin{ids: EndpointIDs(1)}}, []workload.Request{a, b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec := res.Records[1]; rec.Preemptions != 1 || rec.PrefillComputed != 8+4 {
+			t.Errorf("%s: B preempted %d times, computed %d by prefill; want once and 12", name, rec.Preemptions, rec.PrefillComputed)
+		}
+	}
+}

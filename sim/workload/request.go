@@ -27,8 +27,9 @@ type Request struct {
 	// Joint, with Tokens, is the prompt and its answer tokenized as one
 	// text, as the follow-up turn that carries both will be: the engine
 	// caches the answer's full blocks under their hashes, as vLLM caches
-	// generated blocks (engine.PromptThenOutput). nil: the answer's
-	// content is unknown (a trace's, a token-level workload's).
+	// generated blocks (engine.PromptThenOutput). nil: no text to
+	// tokenize the answer with (a trace's, a token-level workload's);
+	// EnginePrompt then hashes the answer's own tokens after the prompt's.
 	Joint []uint32
 }
 
@@ -53,14 +54,24 @@ func (r *Request) AppendTokens(dst []uint32, n int) []uint32 {
 }
 
 // EnginePrompt is the prompt as the engine gets it: the prompt's blocks
-// and, with Joint, its answer's after them. c is scratch, reset first.
+// and its answer's after them, which the engine caches as it generates
+// them, as vLLM caches generated blocks. With Joint the answer's blocks
+// are the joint text's. Without it they chain the answer's own tokens
+// (SimAnswer's, as sim/vllm hashes the answer to a prompt of token ids)
+// after the prompt's: no later prompt carries them, but a preempted
+// request resumes after those still cached, as in vLLM. c is scratch,
+// reset first.
 func (r *Request) EnginePrompt(c *engine.Chain) engine.Prompt {
 	if r.Joint != nil {
 		return engine.PromptThenOutput(c.BlockSize(), r.Tokens, r.Joint)
 	}
 	c.Reset()
 	r.AppendTo(c)
-	return c.Prompt()
+	n := c.Len()
+	c.Append(engine.Tokenize(SimAnswer(r.OutputLen))...)
+	p := c.Prompt()
+	p.Len = n
+	return p
 }
 
 // AppendTo feeds the whole prompt into a chain, block by block.
