@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -187,20 +188,30 @@ func TestGeneratedBlocksAreCached(t *testing.T) {
 
 // The text of a prompt and its answer may tokenize across the junction
 // otherwise than the prompt alone (the stand-in tokenizer cuts the whole
-// text from its start, as a BPE pass may merge across it): the prompt's
-// blocks are the prompt's own, and the output's continue the joint text's.
-func TestPromptThenOutputKeepsThePromptsBlocks(t *testing.T) {
-	prompt := Tokenize("0123456789abcdefg") // 17 bytes: the 5th token is "g" alone
-	joint := Tokenize("0123456789abcdefg" + FillerText(0, 20))
-	p := PromptThenOutput(4, prompt, joint)
-	own := PromptOf(4, prompt)
-	if p.Len != len(prompt) || len(p.Blocks) != len(PromptOf(4, joint).Blocks) {
-		t.Fatalf("len %d, %d blocks; want %d and %d", p.Len, len(p.Blocks), len(prompt), len(PromptOf(4, joint).Blocks))
-	}
-	if p.Blocks[0] != own.Blocks[0] {
-		t.Fatal("the prompt's full block is not its own")
-	}
-	if want := PromptOf(4, joint).Blocks; p.Blocks[2] != want[2] || p.Blocks[len(want)-1] != want[len(want)-1] {
-		t.Fatal("the output's blocks are not the joint text's")
+// text from its start): the prompt's blocks before its cut token are its
+// own, and from that token on they are the joint text's, the prompt's last
+// full block included when the cut token ends it.
+func TestPromptThenOutputIsTheJointsBlocks(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		own  int // leading blocks the prompt and the joint share
+	}{
+		{"0123456789abcdefg", 1}, // the 5th token, "g" alone, is in the open block
+		{"0123456789abc", 0},     // the 4th, "c" alone, ends the one full block
+		{"0123456789abcdef", 1},  // whole tokens: nothing cut
+	} {
+		prompt := Tokenize(c.text)
+		p := PromptThenOutput(4, prompt, Tokenize(c.text+FillerText(0, 20)))
+		own, joint := PromptOf(4, prompt), PromptOf(4, Tokenize(c.text+FillerText(0, 20)))
+		if p.Len != len(prompt) || !slices.Equal(p.Blocks, joint.Blocks) {
+			t.Fatalf("%q: len %d, blocks %x; want %d and the joint's %x", c.text, p.Len, p.Blocks, len(prompt), joint.Blocks)
+		}
+		n := 0
+		for n < len(own.Blocks) && own.Blocks[n] == p.Blocks[n] {
+			n++
+		}
+		if n != c.own {
+			t.Fatalf("%q: %d leading blocks are the prompt's own, want %d", c.text, n, c.own)
+		}
 	}
 }

@@ -93,21 +93,22 @@ func PromptOf(blockSize int, tokens []uint32) Prompt {
 	return c.Prompt()
 }
 
-// PromptThenOutput is the Prompt of prompt whose Blocks go on with the full
-// blocks of joint past the prompt's: joint is the prompt's text and the
-// output's tokenized as one text, as a follow-up request carrying both will
-// be. vLLM v1 caches full blocks of generated tokens as it does the
-// prompt's, so a conversation's next turn finds its last answer cached; the
-// simulated engine knows its output in advance (the filler text), and the
-// caller, which knows the texts, gives it their hashes. The prompt's own
-// blocks stay the prompt's: where the two tokenizations part at the
-// junction, the output's blocks chain from the joint text's, as the next
-// turn's prompt will.
+// PromptThenOutput is the Prompt of prompt whose Blocks are those of
+// joint, the prompt's text and the output's tokenized as one text, as a
+// follow-up request carrying both will be. vLLM v1 caches full blocks of
+// generated tokens as it does the prompt's, so a conversation's next turn
+// finds its last answer cached; the simulated engine knows its output in
+// advance (the filler text), and the caller, which knows the texts, gives
+// it their hashes. The two tokenizations part only where the stand-in
+// tokenizer cut the prompt's last token short (a real tokenizer keeps a
+// chat template's boundary); from there the blocks are the joint text's,
+// the last full prompt block included when that token ends it: the next
+// turn carries that block as the joint text cuts it, and finds it and the
+// answer after it cached.
 func PromptThenOutput(blockSize int, prompt, joint []uint32) Prompt {
 	p := PromptOf(blockSize, prompt)
-	j := PromptOf(blockSize, joint)
-	if len(j.Blocks) > len(p.Blocks) {
-		p.Blocks = append(p.Blocks, j.Blocks[len(p.Blocks):]...)
+	if j := PromptOf(blockSize, joint); len(j.Blocks) >= len(p.Blocks) {
+		p.Blocks = j.Blocks
 	}
 	return p
 }

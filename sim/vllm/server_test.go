@@ -167,3 +167,39 @@ func TestNextTurnFindsTheAnswerCached(t *testing.T) {
 		}
 	})
 }
+
+// TestNextTurnFindsTheAnswerCached where the stand-in tokenizer cuts the
+// first prompt's last token short (its text is not whole 4-byte tokens)
+// and that token ends a full block: the next turn carries it cut with the
+// answer's first bytes, as every request that goes on from this prompt's
+// text does (the filler always starts alike). A real tokenizer keeps a
+// chat's tokens at its template's boundary, so the next turn finds the
+// whole first prompt and its answer cached, not the prompt less its last
+// block and no answer.
+func TestNextTurnFindsTheAnswerAfterACutBlock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := start(t, DefaultConfig())
+		bs := s.cfg.Engine.BlockSize
+		user := " hello"
+		msgs := func(user string) []engine.Message {
+			return []engine.Message{{Role: "system", Content: strings.Repeat(" sys", 100)}, {Role: "user", Content: user}}
+		}
+		for text := engine.RenderChat(msgs(user), ""); len(text)%engine.CharsPerToken == 0 || engine.CountTokens(text)%bs != 0; text = engine.RenderChat(msgs(user), "") {
+			user += "x"
+		}
+		first := engine.CountTokens(engine.RenderChat(msgs(user), ""))
+		body := func(msgs []engine.Message) string {
+			b, _ := json.Marshal(map[string]any{"model": s.cfg.Model, "messages": msgs, "max_tokens": 100})
+			return string(b)
+		}
+		rec := do(s, http.MethodPost, "/v1/chat/completions", body(msgs(user)))
+		checkStatus(t, rec, http.StatusOK)
+		answer := decode[chatResponse](t, rec.Body).Choices[0].Message.Content
+		next := append(msgs(user), engine.Message{Role: "assistant", Content: answer}, engine.Message{Role: "user", Content: " and then"})
+		rec = do(s, http.MethodPost, "/v1/chat/completions", body(next))
+		checkStatus(t, rec, http.StatusOK)
+		if got, want := decode[chatResponse](t, rec.Body).Usage.PromptTokensDetails.CachedTokens, (first+99)/bs*bs; got != want {
+			t.Fatalf("second turn found %d tokens cached, want %d (the first prompt's %d tokens and its answer's)", got, want, first)
+		}
+	})
+}
