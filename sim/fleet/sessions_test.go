@@ -185,6 +185,29 @@ func TestNonStreamedHoldsPrefillWeight(t *testing.T) {
 	}
 }
 
+// runScaled plays w's sessions on one engine, the first session's text
+// tokenized at scale.
+func runScaled(t *testing.T, w workload.MultiTurn, scale float64) *Result {
+	t.Helper()
+	sessions, err := w.Sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions[0].TokenScale = scale
+	b, err := ring.NewBalancer(ring.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetEndpoints(EndpointIDs(1)); err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := RunSessions(Config{Engines: 1, Engine: engine.DefaultConfig(), Picker: b}, sessions, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // A session's TokenScale makes the engine's token count depart from the
 // router's bytes/4: 0.5 (the router counts half the engine's tokens)
 // doubles the engine's tokens of the text the client wrote, and later turns
@@ -196,22 +219,7 @@ func TestTokenScale(t *testing.T) {
 	w.Conversations, w.Turns = 1, 3
 	prompt := map[float64][]int{}
 	for _, scale := range []float64{1, 0.5} {
-		sessions, err := w.Sessions()
-		if err != nil {
-			t.Fatal(err)
-		}
-		sessions[0].TokenScale = scale
-		b, err := ring.NewBalancer(ring.DefaultConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.SetEndpoints(EndpointIDs(1)); err != nil {
-			t.Fatal(err)
-		}
-		res, _, err := RunSessions(Config{Engines: 1, Engine: engine.DefaultConfig(), Picker: b}, sessions, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := runScaled(t, w, scale)
 		for _, r := range res.Records {
 			prompt[scale] = append(prompt[scale], r.PromptTokens)
 			if r.Turn > 0 && r.CachedTokens < prompt[scale][r.Turn-1]/2 {
@@ -240,22 +248,7 @@ func TestScaledAnswerIsTheTokensGenerated(t *testing.T) {
 	bs := engine.DefaultConfig().BlockSize
 	added := map[float64][]int{} // tokens each later turn adds besides the answer
 	for _, scale := range []float64{1, 0.5, 1.5} {
-		sessions, err := w.Sessions()
-		if err != nil {
-			t.Fatal(err)
-		}
-		sessions[0].TokenScale = scale
-		b, err := ring.NewBalancer(ring.DefaultConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.SetEndpoints(EndpointIDs(1)); err != nil {
-			t.Fatal(err)
-		}
-		res, _, err := RunSessions(Config{Engines: 1, Engine: engine.DefaultConfig(), Picker: b}, sessions, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := runScaled(t, w, scale)
 		for k, r := range res.Records[1:] {
 			p := res.Records[k]
 			grow := r.PromptTokens - p.PromptTokens - p.OutputTokens
