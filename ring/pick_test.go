@@ -62,20 +62,27 @@ func (m mapLoads) Total() int64 {
 // loads, health and exclusions: the pick is within the bound whenever any
 // usable endpoint is; it is the home whenever the home is usable and within
 // the bound; otherwise it is the least loaded.
+// randomLoads draws, for each of r's endpoints, a load below maxLoad,
+// health (unhealthy one time in five) and exclusion (one time in eight).
+func randomLoads(rng *rand.Rand, r *Ring, maxLoad int) (mapLoads, []bool, []string) {
+	loads, healthy, exclude := mapLoads{}, make([]bool, r.Len()), []string(nil)
+	for i, id := range r.IDs() {
+		loads[id] = int64(rng.IntN(maxLoad))
+		healthy[i] = rng.IntN(5) != 0
+		if rng.IntN(8) == 0 {
+			exclude = append(exclude, id)
+		}
+	}
+	return loads, healthy, exclude
+}
+
 func TestBoundNeverExceededWhileSomeEndpointIsUnder(t *testing.T) {
 	for seed := range uint64(50) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		ids := fleet(1+rng.IntN(12), int(seed))
 		r := mustRing(t, ids)
 		for range 200 {
-			loads, healthy, exclude := mapLoads{}, make([]bool, r.Len()), []string(nil)
-			for i, id := range r.IDs() {
-				loads[id] = int64(rng.IntN(20))
-				healthy[i] = rng.IntN(5) != 0
-				if rng.IntN(8) == 0 {
-					exclude = append(exclude, id)
-				}
-			}
+			loads, healthy, exclude := randomLoads(rng, r, 20)
 			s := NewState(r, healthy, loads, Bound{LoadFactor: 1 + rng.Float64()})
 			req := Request{Key: rng.Uint64(), Keyed: true, Exclude: exclude}
 			i, d, err := r.Pick(req, s)

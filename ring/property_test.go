@@ -390,14 +390,7 @@ func TestPickWalksTheCandidates(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 50 {
-			loads, healthy, exclude := mapLoads{}, make([]bool, r.Len()), []string(nil)
-			for i, id := range r.IDs() {
-				loads[id] = int64(rng.IntN(6))
-				healthy[i] = rng.IntN(5) != 0
-				if rng.IntN(8) == 0 {
-					exclude = append(exclude, id)
-				}
-			}
+			loads, healthy, exclude := randomLoads(rng, r, 6)
 			s := NewState(r, healthy, loads, Bound{LoadFactor: 1 + rng.Float64()})
 			req := Request{Key: rng.Uint64(), Keyed: true, Exclude: exclude}
 			want, wantD := -1, DecisionFallback
