@@ -5,17 +5,24 @@ import (
 	"time"
 )
 
+// preemptionRun is TestPreemptionByRecompute's engine of 8 blocks of 4
+// tokens with A (8-token prompt, 12 output tokens) and then b added.
+func preemptionRun(t *testing.T, b *Request) (*Engine, *Request) {
+	t.Helper()
+	e, a := newEngine(t, smallConfig(8)), req(1, 4, seq(0, 8), 12)
+	add(t, e, a, 0)
+	add(t, e, b, 0)
+	return e, a
+}
+
 func TestPreemptionByRecompute(t *testing.T) {
 	// 8 blocks of 4 tokens. A and B each need 5 blocks at the end (8-token
 	// prompt + 12 output tokens, the last one without KV): both fit until
 	// A's 10th output token, when A needs its 5th block and B, admitted
 	// last, is preempted. B's prompt blocks stay cached, so it resumes from
 	// them once A finishes and recomputes its 9 generated tokens.
-	e := newEngine(t, smallConfig(8))
-	a := req(1, 4, seq(0, 8), 12)
 	b := req(2, 4, seq(100, 8), 12)
-	add(t, e, a, 0)
-	add(t, e, b, 0)
+	e, a := preemptionRun(t, b)
 	now, preemptAt := time.Duration(0), 0
 	for i := 1; e.Busy(); i++ {
 		r := step(t, e, now)
@@ -202,11 +209,8 @@ func TestArrivalDuringChunkedPrefillSharesScheduledBlocks(t *testing.T) {
 // the new requests'. In TestPreemptionByRecompute's run B is preempted and
 // resumes: only A's and B's first lookups, 8 tokens each, are counted.
 func TestResumedLookupsAreNotCountedAsNewQueries(t *testing.T) {
-	e := newEngine(t, smallConfig(8))
-	a := req(1, 4, seq(0, 8), 12)
 	b := req(2, 4, seq(100, 8), 12)
-	add(t, e, a, 0)
-	add(t, e, b, 0)
+	e, _ := preemptionRun(t, b)
 	queries, hits, now := 0, 0, time.Duration(0)
 	for e.Busy() {
 		r := step(t, e, now)
@@ -230,12 +234,9 @@ func TestResumedLookupsAreNotCountedAsNewQueries(t *testing.T) {
 // and its first 4 generated tokens, 12 tokens, and computes 5 where it
 // computed 9 with its output unhashed.
 func TestResumedRequestFindsItsOwnOutput(t *testing.T) {
-	e := newEngine(t, smallConfig(8))
-	a := req(1, 4, seq(0, 8), 12)
 	prompt := seq(100, 8)
 	b := &Request{ID: 2, Prompt: PromptThenOutput(4, prompt, append(append([]uint32(nil), prompt...), seq(300, 12)...)), MaxTokens: 12}
-	add(t, e, a, 0)
-	add(t, e, b, 0)
+	e, _ := preemptionRun(t, b)
 	drain(t, e, 0)
 	if b.Preemptions != 1 || b.Output != 12 {
 		t.Fatalf("B preempted %d times, %d tokens; want once and 12", b.Preemptions, b.Output)
