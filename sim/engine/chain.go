@@ -104,11 +104,14 @@ func PromptOf(blockSize int, tokens []uint32) Prompt {
 // chat template's boundary); from there the blocks are the joint text's,
 // the last full prompt block included when that token ends it: the next
 // turn carries that block as the joint text cuts it, and finds it and the
-// answer after it cached.
+// answer after it cached. Only prompt's length is read, unless joint is
+// too short to cover it (no caller's is), when the prompt's own blocks
+// stand alone.
 func PromptThenOutput(blockSize int, prompt, joint []uint32) Prompt {
-	p := PromptOf(blockSize, prompt)
-	if j := PromptOf(blockSize, joint); len(j.Blocks) >= len(p.Blocks) {
-		p.Blocks = j.Blocks
+	j := PromptOf(blockSize, joint)
+	if len(j.Blocks) < len(prompt)/blockSize {
+		return PromptOf(blockSize, prompt)
 	}
-	return p
+	j.Len = len(prompt)
+	return j
 }
