@@ -11,14 +11,7 @@ import (
 // entry of a replica with nothing in flight at its death would otherwise
 // read as gone at once, and measure nothing.
 func counted(c *Cluster, name string) bool {
-	for _, r := range c.Live() {
-		for _, e := range r.Node.Status().Entries {
-			if e.Node == name && e.Counted {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(c.Live(), func(r *Replica) bool { return countsEntry(r, name) })
 }
 
 // Scenario 1: a replica killed (SIGKILL: no leave) every few seconds and
