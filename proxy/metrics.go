@@ -147,6 +147,8 @@ var (
 		[]string{"endpoint", "scope"}, nil)
 	healthyDesc = prometheus.NewDesc("prefixring_endpoint_healthy", "1 if the endpoint is in the candidate set.", []string{"endpoint"}, nil)
 	boundDesc   = prometheus.NewDesc("prefixring_load_bound", "The load above which an endpoint spills a key's smallest request, in the load signal's unit.", nil, nil)
+	paceDesc    = prometheus.NewDesc("prefixring_endpoint_pace",
+		"How many times over the bound counts the endpoint's load: 1, or its time to first token per prompt token over the fleet's median where this replica measured it as slow (--pace-threshold).", []string{"endpoint"}, nil)
 )
 
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -154,6 +156,7 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- loadDesc
 	ch <- healthyDesc
 	ch <- boundDesc
+	ch <- paceDesc
 }
 
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
@@ -167,6 +170,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			h = 1
 		}
 		ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, h, e.ID)
+		ch <- prometheus.MustNewConstMetric(paceDesc, prometheus.GaugeValue, e.Pace, e.ID)
 	}
 	ch <- prometheus.MustNewConstMetric(boundDesc, prometheus.GaugeValue, float64(bound))
 }

@@ -25,13 +25,20 @@ type timedBody struct {
 	lease    ring.Lease
 	rt       *Router
 	ctx      context.Context
+	// stream: the answer is server-sent events, so its first byte is
+	// its first token, and the lease's pace is told when it came.
+	stream bool
 }
 
 func (b *timedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 && !b.sawBody {
-		b.sawBody, b.first = true, time.Since(b.start)
+		now := time.Now()
+		b.sawBody, b.first = true, now.Sub(b.start)
 		b.lease.Settle()
+		if b.stream {
+			b.lease.FirstToken(b.first, now)
+		}
 	}
 	if err != nil {
 		if err != io.EOF && b.ctx.Err() == nil && !b.done {

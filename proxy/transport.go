@@ -220,6 +220,7 @@ func (t *retrying) send(out *http.Request, x *exchange) (*http.Response, error) 
 		return resp, nil
 	}
 	resp.Body = newIdleBody(resp.Body, t.rt.cfg.StreamIdleTimeout, abandon)
-	resp.Body = &timedBody{ReadCloser: resp.Body, start: start, endpoint: id, lease: x.lease, rt: t.rt, ctx: client}
+	resp.Body = &timedBody{ReadCloser: resp.Body, start: start, endpoint: id, lease: x.lease, rt: t.rt, ctx: client,
+		stream: isEventStream(resp.Header)}
 	return resp, nil
 }

@@ -79,6 +79,9 @@ type Config struct {
 	// on H100-sized caches it never binds below GroupSpread. Default
 	// 0.25 ([DefaultGroupMemory]).
 	GroupMemory float64
+	// Pace counts a much slower endpoint's P that many times over (see
+	// [Pace]); the zero value is off. Default [DefaultPaceConfig].
+	Pace PaceConfig
 }
 
 // DefaultGroupMemory is [Config.GroupMemory]'s default, chosen on the
@@ -107,7 +110,8 @@ const DefaultMinRequests = 4
 
 // DefaultConfig returns the defaults documented on each field.
 func DefaultConfig() Config {
-	return Config{LoadFactor: 1.25, MinBound: 16384, Placement: DefaultPlacement(), Signal: SignalTokens, GroupSpread: 8, GroupMemory: DefaultGroupMemory}
+	return Config{LoadFactor: 1.25, MinBound: 16384, Placement: DefaultPlacement(), Signal: SignalTokens, GroupSpread: 8, GroupMemory: DefaultGroupMemory,
+		Pace: DefaultPaceConfig()}
 }
 
 // MaxLoadFactor is the largest c the bound takes. Any c at or above the
@@ -142,6 +146,9 @@ func (c Config) Validate() error {
 	if !(c.GroupMemory >= 0) || math.IsInf(c.GroupMemory, 0) {
 		return fmt.Errorf("ring: group memory %v must be >= 0", c.GroupMemory)
 	}
+	if err := c.Pace.Validate(); err != nil {
+		return err
+	}
 	return c.Placement.Validate()
 }
 
@@ -154,6 +161,7 @@ func (c Config) Validate() error {
 type Balancer struct {
 	cfg      Config
 	inflight *Inflight
+	pace     *Pace      // nil: off
 	mu       sync.Mutex // serializes snapshot swaps; never held while a ring is built
 	snap     atomic.Pointer[snapshot]
 	gen      atomic.Uint64 // generations handed to Update
@@ -188,13 +196,17 @@ func NewBalancer(cfg Config) (*Balancer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	b := &Balancer{cfg: cfg, inflight: NewInflight()}
+	b := &Balancer{cfg: cfg, inflight: NewInflight(), pace: NewPace(cfg.Pace)}
 	b.snap.Store(&snapshot{loads: b.inflight, kv: b.inflight.KV()})
 	return b, nil
 }
 
 // Inflight returns this replica's own counters.
 func (b *Balancer) Inflight() *Inflight { return b.inflight }
+
+// Pace returns the balancer's measure of its endpoints' pace (nil: off):
+// its leases' [Lease.FirstToken] feed it.
+func (b *Balancer) Pace() *Pace { return b.pace }
 
 // SetEndpoints replaces the endpoint set with ids, all healthy.
 func (b *Balancer) SetEndpoints(ids []string) error {
@@ -243,6 +255,7 @@ func (b *Balancer) Update(eps []Endpoint) error {
 	}
 	b.applied = gen
 	b.inflight.Track(ids)
+	b.pace.Forget(ids)
 	next := *b.snap.Load()
 	next.ring, next.healthy, next.capacity = r, nil, nil
 	if r != nil {
@@ -293,6 +306,7 @@ func (b *Balancer) swap(s snapshot) {
 // newState is the state of a pick over s reading loads (P) and kv (K).
 func (b *Balancer) newState(s *snapshot, loads, kv Loads) *State {
 	st := NewState(s.ring, s.healthy, loads, b.cfg.bound())
+	st.pace = b.pace
 	st.kv = kvState{loads: kv, cap: s.capacity, capTotal: capTotal(s.capacity, s.healthy), groups: b.inflight, average: b.cfg.KVAverage,
 		bound:     Bound{LoadFactor: b.cfg.LoadFactor, Min: b.cfg.KVMinBound, Own: 1},
 		capFactor: cmp.Or(b.cfg.KVCapacityFactor, DefaultKVCapacityFactor), capLoad: cmp.Or(b.cfg.KVLoadFactor, DefaultKVLoadFactor)}
@@ -345,21 +359,26 @@ func (b *Balancer) acquire(req Request, local bool) (Lease, error) {
 	// the endpoint was bounded as the home (the home, or a followed
 	// endpoint), the whole prompt elsewhere. Settle and Release then give
 	// back exactly that.
-	w := pw.p
+	w, tokens := pw.p, pw.tokens
 	if asHome && pw.homeP > 0 {
 		w = pw.homeP
 	}
-	return b.lease(req, s.ring.ids[i], d, w, settle, pw), nil
+	if asHome && pw.homeTokens > 0 {
+		tokens = pw.homeTokens
+	}
+	return b.lease(req, s.ring.ids[i], d, w, settle, tokens, pw), nil
 }
 
 // lease counts req on id: w in P until Settle lowers it to settle, and
-// its K until Release.
-func (b *Balancer) lease(req Request, id string, d Decision, w, settle int64, pw weights) Lease {
+// its K until Release. Its first token is measured against tokens.
+func (b *Balancer) lease(req Request, id string, d Decision, w, settle, tokens int64, pw weights) Lease {
 	kv := kvHold{own: pw.kv}
 	if pw.kvShared > 0 {
 		kv.group, kv.shared = req.Group, pw.kvShared
 	}
-	return Lease{Endpoint: id, Decision: d, h: b.inflight.acquire(id, w, settle, kv)}
+	h := b.inflight.acquire(id, w, settle, kv)
+	h.pace, h.tokens = b.pace, tokens
+	return Lease{Endpoint: id, Decision: d, h: h}
 }
 
 // Peek returns where Acquire would send req now, counting nothing: what
@@ -459,6 +478,9 @@ type EndpointStatus struct {
 	// KVCapacity bounds it where known (0: unknown).
 	KV         int64 `json:"kv"`
 	KVCapacity int64 `json:"kv_capacity,omitempty"`
+	// Pace is how many times over the bound counts Load: 1 unless this
+	// replica measured the endpoint as slow ([Pace]).
+	Pace float64 `json:"pace"`
 }
 
 // Status returns every endpoint of the current snapshot, in ID order, and
@@ -473,6 +495,7 @@ func (b *Balancer) Status() ([]EndpointStatus, int64) {
 		out[i] = EndpointStatus{
 			ID: id, Healthy: s.state.Healthy(i), Load: s.state.load(id),
 			LocalLoad: b.inflight.Load(id), LocalRequests: b.inflight.Requests(id), Partitions: s.ring.owned[i],
+			Pace: b.pace.Factor(id),
 		}
 		if s.kv != nil {
 			out[i].KV = s.kv.Load(id)
@@ -512,5 +535,5 @@ func (b *Balancer) Candidates(exclude []string, dst []Candidate) []Candidate {
 // lease when the request ends; its count is gossiped like any other.
 func (b *Balancer) AcquireOn(req Request, id string, d Decision) Lease {
 	pw, settle := b.cfg.weights(req, 0, 0)
-	return b.lease(req, id, d, pw.p, settle, pw)
+	return b.lease(req, id, d, pw.p, settle, pw.tokens, pw)
 }

@@ -3,6 +3,7 @@ package ring
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Inflight counts this replica's in-flight load per endpoint (P, in the
@@ -159,6 +160,9 @@ type hold struct {
 	w      atomic.Int64 // the weight counted now; -1 once released
 	settle int64        // the weight after Settle
 	kv     kvHold       // counted in K until Release
+	pace   *Pace        // told the first token (nil: nobody)
+	tokens int64        // what the pick weighed the prompt at, in tokens
+	timed  atomic.Bool  // the first token was told
 }
 
 // Settle lowers the lease's weight to what a request weighs once its
@@ -179,6 +183,18 @@ func (l Lease) Settle() {
 			return
 		}
 	}
+}
+
+// FirstToken tells the balancer that the request's first token came
+// after ttft, at time at: its [Pace] compares endpoints by it. Call it for
+// a streamed answer only, whose first byte is its first token (a whole
+// answer's first byte says how long the answer took). Only the first call
+// of a lease and its copies counts.
+func (l Lease) FirstToken(ttft time.Duration, at time.Time) {
+	if l.h == nil || l.h.pace == nil || l.h.timed.Swap(true) {
+		return
+	}
+	l.h.pace.Observe(l.Endpoint, l.h.tokens, ttft, at)
 }
 
 // Weight is what the lease counts now (0 once released).

@@ -123,6 +123,9 @@ type weights struct {
 	// that part (Request.SharedTokens of a Group), counted once per
 	// endpoint while any request of the group is in flight there.
 	kv, kvShared int64
+	// tokens and homeTokens are p and homeP under [SignalTokens], whatever
+	// the signal: what [Pace] weighs the request's time to first token by.
+	tokens, homeTokens int64
 }
 
 // unit are the weights of a request counted as one, with no KV.
@@ -174,6 +177,7 @@ type State struct {
 	loads    Loads // nil: every load is zero
 	bound    Bound
 	kv       kvState
+	pace     *Pace // nil: every endpoint at its own pace
 }
 
 // NewState returns the state of a pick over r. healthy[i] reports whether
@@ -238,7 +242,18 @@ func (r *Ring) Pick(req Request, s *State) (int, Decision, error) { return r.pic
 // fits reports whether endpoint i may take a request of P weight w under
 // P limit limit, and K weights pw.kv and pw.kvShared of group.
 func (s *State) fits(r *Ring, i int, w, limit int64, pw *weights, group uint64) bool {
-	return s.load(r.ids[i])+w <= limit && s.kv.fits(r, i, s.nHealthy, pw, group)
+	id := r.ids[i]
+	return s.paced(id, s.load(id)+w) <= limit && s.kv.fits(r, i, s.nHealthy, pw, group)
+}
+
+// paced is load p on endpoint id as the bound counts it: p times the
+// endpoint's [Pace] factor, p itself on an endpoint that is not slow.
+func (s *State) paced(id string, p int64) int64 {
+	f := s.pace.Factor(id)
+	if f == 1 {
+		return p
+	}
+	return int64(min(math.Ceil(f*float64(p)), math.MaxInt64/2))
 }
 
 func (r *Ring) pick(req Request, pw weights, s *State) (int, Decision, error) {
@@ -368,7 +383,9 @@ func (r *Ring) leastLoaded(req Request, s *State) int {
 		if !s.usable(r, i, req.Exclude) {
 			continue
 		}
-		if l := s.load(r.ids[i]); l < bestLoad {
+		// A slow endpoint weighs its load, and the request it would
+		// take, at its pace; others as they are.
+		if l := s.paced(r.ids[i], s.load(r.ids[i])+1) - 1; l < bestLoad {
 			best, bestLoad = i, l
 		}
 	}

@@ -43,10 +43,15 @@ func ParseSignal(s string) (Signal, error) {
 // prefill is over (Settle).
 func (c Config) weights(req Request, n int, capTotal int64) (pw weights, settled int64) {
 	req.GroupShare = c.share(req, n, capTotal)
+	// What the request weighs in tokens, whatever the signal: Pace
+	// compares its time to first token with it.
+	tw := weights{p: max(req.Tokens, 1)}
+	c.homeWeights(req, &tw)
+	pw.tokens, pw.homeTokens = tw.p, tw.homeP
 	pw.p, settled = 1, 1
 	if c.Signal == SignalTokens {
-		pw.p, settled = max(req.Tokens, 1), 0
-		c.homeWeights(req, &pw)
+		pw.p, settled = tw.p, 0
+		pw.homeP, pw.homeSlack = tw.homeP, tw.homeSlack
 	}
 	pw.spread = c.spread(req, n, capTotal)
 	// P's floor keeps a home what it holds where the router cannot

@@ -80,6 +80,7 @@ func serveFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "kv-average", EnvVars: env("kv-average"), Usage: "bound K (prompt tokens held in KV) by c times the average on engines whose KV capacity is unknown, as CHWBL bounds load; off: only a known capacity bounds K (docs/study.md, \"K's bound\")"},
 		&cli.Int64Flag{Name: "kv-min-bound", EnvVars: env("kv-min-bound"), Usage: "with --kv-average, every engine may hold this many KV tokens whatever the average (0: the textbook bound)"},
 		&cli.Float64Flag{Name: "kv-capacity-factor", EnvVars: env("kv-capacity-factor"), Value: ring.DefaultKVCapacityFactor, Usage: "bound K (prompt tokens held in KV, a group's shared part once) on an engine of known KV capacity at this many times the capacity: lower, an engine whose requests fill its memory makes fewer wait and spills more (docs/study.md, \"K's bound\")"},
+		&cli.Float64Flag{Name: "pace-threshold", EnvVars: env("pace-threshold"), Value: rd.Pace.Threshold, Usage: "an engine whose streamed requests take this many times the fleet's median time to first token per prompt token has its load counted that many times over, so its keys spill while it is slow (docs/routing.md, \"Slow engines\"); 0 turns it off, else at least 1.5"},
 		&cli.Float64Flag{Name: "kv-load-factor", EnvVars: env("kv-load-factor"), Value: ring.DefaultKVLoadFactor, Usage: "where every engine's KV capacity is known, an engine may also hold this many times its capacity's share of the fleet's K, so that a fleet whose memory is full everywhere keeps requests home (docs/study.md, \"K's bound\")"},
 		&cli.StringSliceFlag{Name: "kv-capacity", EnvVars: env("kv-capacity"), Usage: "engines' KV cache capacity in tokens, which bounds the prompt tokens the ring keeps in flight on each (K); wins over --kv-scrape: TOKENS for every endpoint, or ENDPOINT=TOKENS for one, ENDPOINT its URL or label, comma-separated (http://10.0.0.7:8000=396000,gpu-b=200000)"},
 		&cli.BoolFlag{Name: "kv-scrape", Value: kd.Scrape, EnvVars: env("kv-scrape"), Usage: "learn each engine's KV cache capacity from it: vLLM's vllm:cache_config_info or SGLang's sglang:max_total_num_tokens (--enable-metrics) at --kv-metrics-path, else llama-server's /props (n_ctx × total_slots); read when an endpoint appears and every --kv-scrape-interval, never on a request's path; an endpoint whose capacity stays unknown has no K bound"},
@@ -126,6 +127,10 @@ func ringConfig(c *cli.Context) (ring.Config, error) {
 	rc.LoadFactor, rc.GroupSpread, rc.GroupMemory = c.Float64("load-factor"), c.Float64("group-spread"), c.Float64("group-memory")
 	rc.KVAverage, rc.KVMinBound = c.Bool("kv-average"), c.Int64("kv-min-bound")
 	rc.KVCapacityFactor, rc.KVLoadFactor = c.Float64("kv-capacity-factor"), c.Float64("kv-load-factor")
+	rc.Pace.Threshold = c.Float64("pace-threshold")
+	if rc.Pace.Threshold != 0 {
+		rc.Pace.Max = max(rc.Pace.Max, rc.Pace.Threshold)
+	}
 	switch {
 	case c.IsSet("min-bound"):
 		rc.MinBound = c.Int64("min-bound")
@@ -143,6 +148,7 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 		atLeast("group-spread", 0), atLeast("group-memory", 0), atLeast("kv-min-bound", 0),
 		within("kv-capacity-factor", 0, ring.MaxLoadFactor),
 		kvLoadFactorRange(),
+		flagRange{"pace-threshold", func(v float64) bool { return v == 0 || v >= 1.5 && v <= ring.MaxLoadFactor }, fmt.Sprintf("0 (off) or between 1.5 and %v", ring.MaxLoadFactor)},
 		atLeast("completion-history", 0), atLeast("max-body-bytes", 1), atLeast("max-retries", 0), atLeast("retry-timeout", 0),
 		positive("client-body-timeout"), positive("client-body-deadline"), positive("upstream-timeout"),
 		positive("stream-idle-timeout"), positive("client-write-timeout"), positive("client-idle-timeout"),

@@ -76,6 +76,16 @@ func TestServeFlagsSayWhatCannotAct(t *testing.T) {
 	if _, _, err := runServeFlags(t, "--group-memory=-1"); err == nil || !strings.Contains(err.Error(), "--group-memory") {
 		t.Errorf("--group-memory=-1: %v", err)
 	}
+	for _, v := range []string{"1", "-1", "NaN", "2000"} {
+		if _, _, err := runServeFlags(t, "--pace-threshold="+v); err == nil || !strings.Contains(err.Error(), "--pace-threshold") {
+			t.Errorf("--pace-threshold=%s: %v", v, err)
+		}
+	}
+	for v, want := range map[string]float64{"0": 0, "1.5": 1.5, "100": 100} {
+		if cfg, _, err := runServeFlags(t, "--pace-threshold="+v); err != nil || cfg.Ring.Pace.Threshold != want || cfg.Ring.Pace.Validate() != nil {
+			t.Errorf("--pace-threshold=%s: %v, %v", v, cfg.Ring.Pace, err)
+		}
+	}
 	if _, _, err := runServeFlags(t, "--gossip-bind=127.0.0.1:0"); !errors.Is(err, router.ErrGossipKeyMissing) {
 		t.Errorf("gossip without a key: %v", err)
 	}
@@ -222,6 +232,7 @@ func TestServeDefaultsAreTheDocumented(t *testing.T) {
 		{"--min-bound", cfg.Ring.MinBound, int64(16384)},
 		{"--kv-capacity-factor", cfg.Ring.KVCapacityFactor, 0.85},
 		{"--kv-load-factor", cfg.Ring.KVLoadFactor, 1.1},
+		{"--pace-threshold", cfg.Ring.Pace.Threshold, 3.0},
 		{"--kv-scrape", cfg.KV.Scrape, true},
 		{"--kv-scrape-interval", cfg.KV.Interval, 30 * time.Second},
 		{"--kv-metrics-path", cfg.KV.MetricsPath, "/metrics"},

@@ -34,6 +34,11 @@ type fleet struct {
 	hold []bool
 }
 
+
+// epoch is the wall time the fleet's virtual time starts at, for what
+// reads times of day (a lease's first token: ring.Pace).
+var epoch = time.Unix(1_700_000_000, 0)
+
 func newFleet(cfg Config, n int) (*fleet, error) {
 	f := &fleet{
 		cfg:     cfg,
@@ -130,7 +135,9 @@ func (f *fleet) endStep(ei int, end time.Duration) {
 	fe.inStep = false
 	for _, er := range res.Tokens {
 		if er.Output == 1 && !f.hold[er.ID] { // its prefill is over: the router sees the first byte
-			f.leases[er.ID].Settle()
+			l := f.leases[er.ID]
+			l.Settle()
+			l.FirstToken(er.TTFT(), epoch.Add(end)) // a streamed answer: its first byte is its first token
 		}
 	}
 	for _, er := range res.Finished {

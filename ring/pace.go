@@ -1,0 +1,228 @@
+package ring
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// An engine much slower than the rest (a throttled GPU, a noisy
+// neighbour, a smaller card in the pool) answers its keys' requests that
+// many times later. P alone does not steer away from it while the fleet
+// is lightly loaded: the slow engine's queued prefill grows with its
+// slowness, but stays under P's floor (16384 tokens) long before its
+// requests take ten times as long. A count of requests in flight
+// (HAProxy's CHWBL) does steer, by the requests its slowness keeps in
+// flight, but only as far as c·average allows.
+//
+// Pace measures it directly. Each replica records, per endpoint, its
+// streamed requests' time to first token against the prompt tokens the
+// pick weighed them at (a home's turn its new tokens), and compares the
+// endpoints' time per token. An endpoint whose pace is at least
+// [PaceConfig.Threshold] times the fleet's median has its P counted that
+// many times over by the bound (State.paced): a ten-times-slow engine
+// reaches the bound at a tenth of the prefill, so its keys spill to their
+// next candidates unless it is nearly idle. An engine within the
+// threshold, which is every engine of an even fleet, is bounded as
+// before, so the factor changes no pick there.
+//
+// The evidence fades with time ([PaceConfig.HalfLife]). An engine whose
+// keys spilled away gets few samples; once its evidence falls under
+// [PaceConfig.MinSamples] it is compared no longer, takes its keys back,
+// and is measured again: a slow engine is retried as Envoy's outlier
+// detection retries an ejected host, and one that recovered is seen to.
+//
+// Each replica measures its own requests, so replicas can disagree on an
+// engine's factor near the threshold; a ten-times-slow engine is far from
+// it on every replica.
+
+// PaceConfig configures [Pace]. The zero value turns it off.
+type PaceConfig struct {
+	// Threshold is how many times the fleet's median time per token an
+	// endpoint must take before its P is counted as slow; 0 turns Pace
+	// off, else at least 1.5.
+	Threshold float64
+	// HalfLife is how fast old samples fade; > 0 where Threshold is set.
+	HalfLife time.Duration
+	// MinSamples is the (faded) count of samples an endpoint needs to be
+	// compared; > 0 where Threshold is set.
+	MinSamples float64
+	// Overhead is the tokens a request's fixed cost (an engine step,
+	// the network) is worth: a sample counts tokens + Overhead, so that
+	// cached turns of few new tokens are not read as slow.
+	Overhead int64
+	// Max caps a factor.
+	Max float64
+}
+
+// DefaultPaceConfig returns Pace's defaults: an endpoint three times the
+// median's time per token is slow (an even fleet's homes, loaded
+// differently by hashing, stay well under it: docs/routing.md, "Slow
+// engines"), samples fade with a half-life of 10 s, 8 are needed, a
+// request's fixed cost is worth 256 tokens (an H100 step of 8192 tokens
+// takes about 0.5 s; a decode step 10-20 ms), and a factor is at most 32.
+func DefaultPaceConfig() PaceConfig {
+	return PaceConfig{Threshold: 3, HalfLife: 10 * time.Second, MinSamples: 8, Overhead: 256, Max: 32}
+}
+
+// Validate reports a configuration Pace cannot use.
+func (c PaceConfig) Validate() error {
+	if c.Threshold == 0 {
+		return nil
+	}
+	switch {
+	case !(c.Threshold >= 1.5) || math.IsInf(c.Threshold, 0):
+		return fmt.Errorf("ring: pace threshold %v must be 0 (off) or at least 1.5", c.Threshold)
+	case c.HalfLife <= 0:
+		return fmt.Errorf("ring: pace half-life %v must be positive", c.HalfLife)
+	case !(c.MinSamples > 0) || math.IsInf(c.MinSamples, 0):
+		return fmt.Errorf("ring: pace min samples %v must be positive", c.MinSamples)
+	case c.Overhead < 0:
+		return fmt.Errorf("ring: pace overhead %d must be >= 0", c.Overhead)
+	case !(c.Max >= c.Threshold) || math.IsInf(c.Max, 0):
+		return fmt.Errorf("ring: pace max %v must be at least the threshold %v", c.Max, c.Threshold)
+	}
+	return nil
+}
+
+// Pace is one replica's measure of its endpoints' pace. It reads no
+// clock: each sample carries its time. Safe for concurrent use; picks
+// read its factors without a lock.
+type Pace struct {
+	cfg     PaceConfig
+	mu      sync.Mutex
+	eps     map[string]*paceSums
+	factors atomic.Pointer[map[string]float64] // the slow endpoints' factors; nil or empty: none
+}
+
+// paceSums are one endpoint's faded sums of samples, as of at.
+type paceSums struct {
+	seconds, tokens, n float64
+	at                 time.Time
+}
+
+// NewPace returns a Pace; nil when cfg turns it off.
+func NewPace(cfg PaceConfig) *Pace {
+	if cfg.Threshold == 0 {
+		return nil
+	}
+	return &Pace{cfg: cfg, eps: map[string]*paceSums{}}
+}
+
+// fade brings s's sums to time at.
+func (s *paceSums) fade(at time.Time, halfLife time.Duration) {
+	if dt := at.Sub(s.at); dt > 0 {
+		k := math.Exp2(-float64(dt) / float64(halfLife))
+		s.seconds, s.tokens, s.n = s.seconds*k, s.tokens*k, s.n*k
+		s.at = at
+	}
+}
+
+// Observe records that a request to endpoint id, weighed at tokens by its
+// pick, had its first token after ttft, at time at; and updates the
+// factors.
+func (p *Pace) Observe(id string, tokens int64, ttft time.Duration, at time.Time) {
+	if p == nil || ttft < 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.eps[id]
+	if s == nil {
+		s = &paceSums{at: at}
+		p.eps[id] = s
+	}
+	s.fade(at, p.cfg.HalfLife)
+	s.seconds += ttft.Seconds()
+	s.tokens += float64(max(tokens, 0) + p.cfg.Overhead)
+	s.n++
+	p.update(at)
+}
+
+// Forget drops the endpoints not in ids.
+func (p *Pace) Forget(ids []string) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id := range p.eps {
+		if !slices.Contains(ids, id) {
+			delete(p.eps, id)
+		}
+	}
+	p.update(time.Time{})
+}
+
+// update recomputes the factors at time at (zero: without fading); p.mu
+// must be held. An endpoint is compared when its faded count of samples
+// is at least MinSamples, and only where at least three are: with two,
+// neither can be told the slow one.
+func (p *Pace) update(at time.Time) {
+	type rate struct {
+		id string
+		r  float64
+	}
+	rates := make([]rate, 0, len(p.eps))
+	for id, s := range p.eps {
+		if !at.IsZero() {
+			s.fade(at, p.cfg.HalfLife)
+		}
+		if s.n >= p.cfg.MinSamples && s.tokens > 0 {
+			rates = append(rates, rate{id, s.seconds / s.tokens})
+		}
+	}
+	var next map[string]float64
+	if len(rates) >= 3 {
+		// The lower median: with half the fleet slow, the fast half is
+		// the yardstick.
+		rs := make([]float64, len(rates))
+		for i, r := range rates {
+			rs[i] = r.r
+		}
+		slices.Sort(rs)
+		if med := rs[(len(rs)-1)/2]; med > 0 {
+			for _, r := range rates {
+				if f := r.r / med; f >= p.cfg.Threshold {
+					if next == nil {
+						next = map[string]float64{}
+					}
+					next[r.id] = min(f, p.cfg.Max)
+				}
+			}
+		}
+	}
+	p.factors.Store(&next)
+}
+
+// Factor returns how many times over the bound counts endpoint id's P: 1
+// unless it is slow.
+func (p *Pace) Factor(id string) float64 {
+	if p == nil {
+		return 1
+	}
+	if m := p.factors.Load(); m != nil {
+		if f, ok := (*m)[id]; ok {
+			return f
+		}
+	}
+	return 1
+}
+
+// Factors returns a copy of the slow endpoints' factors, for /debug and
+// metrics.
+func (p *Pace) Factors() map[string]float64 {
+	out := map[string]float64{}
+	if p == nil {
+		return out
+	}
+	if m := p.factors.Load(); m != nil {
+		for id, f := range *m {
+			out[id] = f
+		}
+	}
+	return out
+}

@@ -1,0 +1,279 @@
+package ring
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+var epoch = time.Unix(1_700_000_000, 0)
+
+// observeRates gives each endpoint n samples of 1000 tokens at its rate
+// (milliseconds per 1000 tokens, the overhead included), one every 10 ms
+// from start, interleaved; it returns the time after the last.
+func observeRates(p *Pace, rates map[string]float64, n int, start time.Time) time.Time {
+	at := start
+	ids := sortedKeys(rates)
+	for range n {
+		for _, id := range ids {
+			p.Observe(id, 1000-p.cfg.Overhead, time.Duration(rates[id]*float64(time.Millisecond)), at)
+			at = at.Add(10 * time.Millisecond)
+		}
+	}
+	return at
+}
+
+func sortedKeys(m map[string]float64) []string {
+	var ids []string
+	for id := range m {
+		ids = append(ids, id)
+	}
+	for i := range ids {
+		for j := i + 1; j < len(ids); j++ {
+			if ids[j] < ids[i] {
+				ids[i], ids[j] = ids[j], ids[i]
+			}
+		}
+	}
+	return ids
+}
+
+func TestPaceFindsASlowEndpoint(t *testing.T) {
+	p := NewPace(DefaultPaceConfig())
+	observeRates(p, map[string]float64{"a": 40, "b": 50, "c": 60, "d": 500}, 20, epoch)
+	got := p.Factors()
+	if len(got) != 1 || got["d"] < 9 || got["d"] > 11 {
+		t.Fatalf("factors %v, want only d at about 10 (500 ms against the median's 50)", got)
+	}
+	if f := p.Factor("a"); f != 1 {
+		t.Fatalf("a's factor %v, want 1", f)
+	}
+}
+
+// With half the fleet slow, the fast half is the yardstick (the lower
+// median).
+func TestPaceHalfTheFleetSlow(t *testing.T) {
+	p := NewPace(DefaultPaceConfig())
+	observeRates(p, map[string]float64{"a": 50, "b": 50, "c": 400, "d": 400}, 20, epoch)
+	if got := p.Factors(); len(got) != 2 || got["c"] != 8 || got["d"] != 8 {
+		t.Fatalf("factors %v, want c and d at 8", got)
+	}
+}
+
+// An even fleet, its endpoints' paces within 2× of each other by load and
+// luck, has no slow endpoint: Pace changes no pick there.
+func TestPaceEvenFleetHasNoSlowEndpoint(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 200 {
+		p := NewPace(DefaultPaceConfig())
+		at := epoch
+		for range 400 {
+			id := string(rune('a' + rng.IntN(8)))
+			ms := 20 + rng.Float64()*20 // 20-40 ms per 1000 tokens
+			p.Observe(id, 1000-p.cfg.Overhead, time.Duration(ms*float64(time.Millisecond)), at)
+			at = at.Add(time.Duration(rng.IntN(50)) * time.Millisecond)
+		}
+		if got := p.Factors(); len(got) != 0 {
+			t.Fatalf("trial %d: factors %v on an even fleet", trial, got)
+		}
+	}
+}
+
+func TestPaceNeedsThreeEndpointsWithSamples(t *testing.T) {
+	p := NewPace(DefaultPaceConfig())
+	observeRates(p, map[string]float64{"a": 50, "d": 500}, 20, epoch)
+	if got := p.Factors(); len(got) != 0 {
+		t.Fatalf("factors %v from two endpoints, want none", got)
+	}
+	// A third with fewer than MinSamples samples is not compared yet.
+	at := observeRates(p, map[string]float64{"b": 50}, 7, epoch.Add(time.Second))
+	if got := p.Factors(); len(got) != 0 {
+		t.Fatalf("factors %v with the third endpoint at 7 samples, want none", got)
+	}
+	observeRates(p, map[string]float64{"b": 50}, 2, at)
+	if got := p.Factors(); got["d"] < 9 {
+		t.Fatalf("factors %v with three endpoints measured, want d about 10", got)
+	}
+}
+
+// A slow endpoint's evidence fades while it takes no requests: it is then
+// compared no longer, takes its keys back and is measured again.
+func TestPaceEvidenceFades(t *testing.T) {
+	cfg := DefaultPaceConfig()
+	p := NewPace(cfg)
+	at := observeRates(p, map[string]float64{"a": 50, "b": 50, "c": 50, "d": 500}, 20, epoch)
+	if p.Factor("d") == 1 {
+		t.Fatal("d not slow")
+	}
+	// The others keep being sampled; d gets nothing. After a few
+	// half-lives its ~20 samples fade under MinSamples.
+	at = observeRates(p, map[string]float64{"a": 50, "b": 50, "c": 50}, 100, at.Add(cfg.HalfLife))
+	if f := p.Factor("d"); f != 1 {
+		t.Fatalf("d's factor %v after %v without samples, want 1", f, at.Sub(epoch))
+	}
+	// Measured again, and still slow.
+	observeRates(p, map[string]float64{"d": 500}, 20, at)
+	if p.Factor("d") == 1 {
+		t.Fatal("d measured slow again but not counted slow")
+	}
+}
+
+func TestPaceForget(t *testing.T) {
+	p := NewPace(DefaultPaceConfig())
+	observeRates(p, map[string]float64{"a": 50, "b": 50, "c": 50, "d": 500}, 20, epoch)
+	p.Forget([]string{"a", "b", "c"})
+	if got := p.Factors(); len(got) != 0 {
+		t.Fatalf("factors %v after d left, want none", got)
+	}
+}
+
+func TestPaceConfigValidate(t *testing.T) {
+	ok := []PaceConfig{{}, DefaultPaceConfig()}
+	for _, c := range ok {
+		if err := c.Validate(); err != nil {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+	bad := []func(*PaceConfig){
+		func(c *PaceConfig) { c.Threshold = 1 },
+		func(c *PaceConfig) { c.HalfLife = 0 },
+		func(c *PaceConfig) { c.MinSamples = 0 },
+		func(c *PaceConfig) { c.Overhead = -1 },
+		func(c *PaceConfig) { c.Max = 2 },
+	}
+	for i, f := range bad {
+		c := DefaultPaceConfig()
+		f(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("case %d: %+v accepted", i, c)
+		}
+		cfg := DefaultConfig()
+		cfg.Pace = c
+		if _, err := NewBalancer(cfg); err == nil {
+			t.Errorf("case %d: NewBalancer accepted %+v", i, c)
+		}
+	}
+}
+
+// slowBalancer is a default balancer over four endpoints whose leases
+// have told it that slow answers ten times later than the others.
+func slowBalancer(t *testing.T, pace PaceConfig) (*Balancer, string) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Pace = pace
+	b, err := NewBalancer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"a", "b", "c", "d"}
+	if err := b.SetEndpoints(ids); err != nil {
+		t.Fatal(err)
+	}
+	const slow = "c"
+	at := epoch
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 400 {
+		l, err := b.Acquire(Request{Key: rng.Uint64(), Keyed: true, Tokens: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms := 50.0
+		if l.Endpoint == slow {
+			ms = 500
+		}
+		l.Settle()
+		l.FirstToken(time.Duration(ms*float64(time.Millisecond)), at)
+		l.FirstToken(time.Hour, at) // only the first call counts
+		l.Release()
+		at = at.Add(10 * time.Millisecond)
+	}
+	return b, slow
+}
+
+// A slow endpoint's keys spill while it holds a little prefill, far
+// below P's floor; with Pace off they stay home.
+func TestSlowEndpointsKeysSpill(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pace PaceConfig
+		want Decision
+	}{
+		{"pace on", DefaultPaceConfig(), DecisionSpill},
+		{"pace off", PaceConfig{}, DecisionHome},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, slow := slowBalancer(t, tc.pace)
+			if f := b.Pace().Factor(slow); tc.pace.Threshold > 0 && (f < 9 || f > 11) {
+				t.Fatalf("slow's factor %v, want about 10", f)
+			}
+			// One 2000-token prompt in flight on the slow endpoint.
+			var key uint64
+			for k := uint64(1); ; k++ {
+				if h, _ := b.Home(k); h == slow {
+					key = k
+					break
+				}
+			}
+			held := b.AcquireOn(Request{Tokens: 2000}, slow, DecisionFallback)
+			defer held.Release()
+			l, err := b.Acquire(Request{Key: key, Keyed: true, Tokens: 2000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release()
+			if l.Decision != tc.want || (tc.want == DecisionSpill) == (l.Endpoint == slow) {
+				t.Fatalf("went to %s (%v), want %v", l.Endpoint, l.Decision, tc.want)
+			}
+		})
+	}
+}
+
+// An idle slow endpoint still takes a short request of its own keys: its
+// samples keep coming, so a recovered engine is seen to recover.
+func TestIdleSlowEndpointTakesAShortRequest(t *testing.T) {
+	b, slow := slowBalancer(t, DefaultPaceConfig())
+	var key uint64
+	for k := uint64(1); ; k++ {
+		if h, _ := b.Home(k); h == slow {
+			key = k
+			break
+		}
+	}
+	l, err := b.Acquire(Request{Key: key, Keyed: true, Tokens: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if l.Endpoint != slow || l.Decision != DecisionHome {
+		t.Fatalf("went to %s (%v), want home %s", l.Endpoint, l.Decision, slow)
+	}
+}
+
+// A fallback, every endpoint over its bound, weighs the slow endpoint's
+// load at its pace.
+func TestFallbackAvoidsASlowEndpoint(t *testing.T) {
+	b, slow := slowBalancer(t, DefaultPaceConfig())
+	var leases []Lease
+	defer func() {
+		for _, l := range leases {
+			l.Release()
+		}
+	}()
+	// 30000 tokens on each fast endpoint, 5000 on the slow one: by
+	// tokens the slow one is least loaded; at its pace (50000) it is not.
+	for _, id := range []string{"a", "b", "c", "d"} {
+		w := int64(30000)
+		if id == slow {
+			w = 5000
+		}
+		leases = append(leases, b.AcquireOn(Request{Tokens: w}, id, DecisionFallback))
+	}
+	l, err := b.Acquire(Request{Tokens: 20000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases = append(leases, l)
+	if l.Endpoint == slow {
+		t.Fatalf("an unkeyed request went to the slow endpoint at 5000 tokens (50000 at its pace) against 30000")
+	}
+}
