@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/prefixring/prefixring/internal/redact"
 )
 
 // Endpoint is one inference server. Its ID is its canonical base URL
@@ -42,7 +44,7 @@ var labelPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 // to 65535.
 func ParseEndpoint(raw string) (ep Endpoint, stripped bool, err error) {
 	s := strings.TrimSpace(raw)
-	shown := redactUserinfo(raw) // errors are logged: never quote a password
+	shown := redact.Userinfo(raw) // errors are logged: never quote a password
 	label := ""
 	if i := strings.Index(s, "="); i >= 0 && !strings.Contains(s[:i], "/") {
 		label, s = s[:i], s[i+1:]
@@ -75,6 +77,11 @@ func ParseEndpoint(raw string) (ep Endpoint, stripped bool, err error) {
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	if u.Host, err = canonicalHost(u); err != nil {
+		if shown != raw {
+			// An '@' past the host: Go read no userinfo, but a password
+			// with a '/' in it ("user:8000/pw@host") may be the port.
+			err = errors.New("not a valid host and port")
+		}
 		return Endpoint{}, false, fmt.Errorf("endpoint %q: %v", shown, err)
 	}
 	u.Path = strings.TrimRight(u.Path, "/")
@@ -109,19 +116,4 @@ func canonicalHost(u *url.URL) (string, error) {
 		return host, nil
 	}
 	return net.JoinHostPort(host, port), nil
-}
-
-// redactUserinfo returns raw with any userinfo replaced by "***": all
-// from the authority's start to the last '@', since a password may hold
-// any character a parser would stop at.
-func redactUserinfo(raw string) string {
-	at := strings.LastIndex(raw, "@")
-	if at < 0 {
-		return raw
-	}
-	start := 0
-	if i := strings.Index(raw, "://"); i >= 0 && i < at {
-		start = i + len("://")
-	}
-	return raw[:start] + "***" + raw[at:]
 }

@@ -68,6 +68,10 @@ func TestEndpointErrorsHideCredentials(t *testing.T) {
 			t.Errorf("ParseEndpoint(%q): error %v must hide the password", line, err)
 		}
 	}
+	// A password Go reads as a port, ended early by a '/' in it.
+	if _, _, err := ParseEndpoint("http://admin:70000/s3cret@10.0.0.1:8000"); err == nil || strings.Contains(err.Error(), "70000") {
+		t.Errorf("a numeric password read as a port: %v, want an error without it", err)
+	}
 }
 
 // The watcher applies each new content once, and keeps the last good set

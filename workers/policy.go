@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/prefixring/prefixring/internal/redact"
 )
 
 // ErrInvalidURL is the error of a worker URL the policy refuses.
@@ -97,8 +99,10 @@ func invalid(format string, a ...any) error {
 // https URL of printable ASCII, at most MaxURLBytes long, with a host, an
 // optional port and path, and nothing else (no user info, query,
 // fragment or '='), whose host is an address the policy allows or, with
-// no allowlist, a DNS name.
+// no allowlist, a DNS name. Its errors quote u with any userinfo hidden,
+// as endpoint errors do: they are answered to callers and logged.
 func (p Policy) CheckURL(u string) error {
+	shown := redact.Userinfo(u)
 	if u == "" {
 		return invalid("the url is empty")
 	}
@@ -111,25 +115,41 @@ func (p Policy) CheckURL(u string) error {
 		}
 	}
 	if strings.ContainsAny(u, "?#=") {
-		return invalid("%q: only scheme, host, port and path are allowed (no query, fragment or '=')", u)
+		return invalid("%q: only scheme, host, port and path are allowed (no query, fragment or '=')", shown)
 	}
 	pu, err := url.Parse(u)
 	switch {
 	case err != nil:
-		return invalid("%v", err)
+		// url.Error quotes the URL, and its cause may quote a piece of
+		// the userinfo (a '/' in a password ends the host early).
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		if shown != u {
+			err = errors.New("not a valid URL")
+		}
+		return invalid("%q: %v", shown, err)
 	case !strings.EqualFold(pu.Scheme, "http") && !strings.EqualFold(pu.Scheme, "https"):
-		return invalid("%q: the scheme must be http or https", u)
+		return invalid("%q: the scheme must be http or https", shown)
 	case pu.Opaque != "" || pu.User != nil:
-		return invalid("%q: no user info is allowed", u)
+		return invalid("%q: no user info is allowed", shown)
 	case pu.Hostname() == "":
-		return invalid("%q: no host", u)
+		return invalid("%q: no host", shown)
 	}
+	// Past here the parser found no userinfo, but shown is still quoted:
+	// parsers split an authority differently ("http://user:8000/pw@host"
+	// is host user:8000 to Go, a password cut at its '/'), and an '@' in
+	// a path costs only a vaguer error.
 	if port := pu.Port(); port != "" || strings.HasSuffix(pu.Host, ":") {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return invalid("%q: port %q is not 1 to 65535", u, port)
+			if shown != u {
+				port = "***" // maybe a piece of the password, as above
+			}
+			return invalid("%q: port %q is not 1 to 65535", shown, port)
 		}
 	}
-	return p.checkHost(u, pu.Hostname())
+	return p.checkHost(shown, pu.Hostname())
 }
 
 // metadata are cloud metadata addresses outside the link-local ranges.

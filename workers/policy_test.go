@@ -45,6 +45,44 @@ func TestPolicyRefusesURLs(t *testing.T) {
 	}
 }
 
+// The policy's errors reach the workers API's callers and logs, so none
+// quotes a URL's userinfo: every branch that names the URL, hit by a URL
+// with a password (until stop 43 each quoted it whole, the user-info
+// refusal itself included).
+func TestPolicyErrorsHideCredentials(t *testing.T) {
+	p := DefaultPolicy()
+	p.AllowCIDRs = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	for _, u := range []string{
+		"http://admin:s3cret@10.0.0.7:8000",                             // user info
+		"http://admin:s3cret@10.0.0.7:8000/?x",                          // query
+		"http://admin:s3cret@10.0.0.7:8000/x=y",                         // '='
+		"ftp://admin:s3cret@10.0.0.7:21",                                // scheme
+		"http:admin:s3cret@10.0.0.7",                                    // opaque
+		"http://admin:s3cret@[::1",                                      // url.Parse's error
+		"http://admin:s3/cret@10.0.0.7:8000",                            // a '/' ends the host early
+		"http://admin:s3cret@10.0.0.7:8000/a b",                         // a byte
+		"http://admin:s3cret@10.0.0.7:8000/" + strings.Repeat("a", 600), // length
+	} {
+		if err := p.CheckURL(u); err == nil || strings.Contains(err.Error(), "s3") || !errors.Is(err, ErrInvalidURL) {
+			t.Errorf("%.50q: %v, want ErrInvalidURL without the password", u, err)
+		}
+	}
+	// A password Go reads as a port, ended early by a '/' in it.
+	if err := p.CheckURL("http://admin:70000/s3cret@10.0.0.7"); err == nil || strings.Contains(err.Error(), "70000") {
+		t.Errorf("a numeric password read as a port: %v, want an error without it", err)
+	}
+	// The branches past the user-info check, reached only without one,
+	// still name the URL (the caller's own, so it can tell which).
+	for _, u := range []string{
+		"http://", "http://10.0.0.7:99999", "http://[fe80::1%25eth0]:8000", "http://169.254.169.254",
+		"http://192.168.1.2:8000", "http://worker:8000",
+	} {
+		if err := p.CheckURL(u); err == nil || !strings.Contains(err.Error(), u) {
+			t.Errorf("%q: %v, want an error quoting the URL", u, err)
+		}
+	}
+}
+
 func TestPolicyAcceptsUsableURLs(t *testing.T) {
 	for _, u := range []string{
 		"http://10.0.0.7:8000", "https://10.0.0.7", "http://127.0.0.1:30001", "http://[2001:db8::1]:8000",
