@@ -2,12 +2,17 @@ package gossip
 
 import (
 	"context"
+	"errors"
+	"io"
+	"log/slog"
 	"net"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
@@ -136,5 +141,49 @@ func TestAnAdvertisedPortIsKeptWhenTheBindPortIsChosen(t *testing.T) {
 	n, _ := realNodeWith(t, context.Background(), "r0", nil, nil, func(c *Config) { c.AdvertiseAddr = "127.0.0.1:17946" })
 	if n.addr != "127.0.0.1:17946" {
 		t.Fatalf("advertises %s, want the configured 127.0.0.1:17946", n.addr)
+	}
+}
+
+// TestCloseEndsAStreamAPeerOpened: a peer opens a TCP stream to the
+// replica and then writes nothing (a hung process, or a host black-holed
+// once connected). memberlist's handler reads it until its TCPTimeout;
+// Close must end it, as it ends the streams the replica dialed, rather
+// than leave a goroutine reading a socket of a stopped node.
+func TestCloseEndsAStreamAPeerOpened(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	const tcpTimeout = time.Minute
+	bal, err := ring.NewBalancer(ring.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{} // memberlist logs each stream it takes, at debug
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	n, err := New(Config{NodeName: "r0", BindAddr: "127.0.0.1:0", Tune: func(c *memberlist.Config) { c.TCPTimeout = tcpTimeout }},
+		bal, prometheus.NewRegistry(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	peer, err := net.Dial("tcp", n.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	eventually(t, 10*time.Second, "memberlist handling the peer's stream", func() bool {
+		return strings.Contains(logs.String(), "Stream connection from="+peer.LocalAddr().String())
+	})
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// With the peer's end still open: nothing of the node reads on.
+	if err := goleak.Find(before); err != nil {
+		t.Fatalf("after Close, with the peer's stream open (TCP timeout %v): %v", tcpTimeout, err)
+	}
+	// The replica's end is closed: the peer reads EOF, not a timeout.
+	_ = peer.SetReadDeadline(time.Now().Add(tcpTimeout / 2))
+	if _, err := peer.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("the peer's stream after Close: read %v, want EOF (TCP timeout %v)", err, tcpTimeout)
 	}
 }

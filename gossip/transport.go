@@ -21,21 +21,61 @@ var errStopped = errors.New("gossip: node stopped")
 // Join contacts its seeds one after the other. The join loop and the send
 // queues make those calls, and Close waits for them: a replica whose
 // peers were black-holed took up to three seeds × 10 s to stop
-// (TestCloseDoesNotWaitForAJoinIntoABlackHole). memberlist's Shutdown
-// shuts the transport down first; from then on every dial in flight
-// fails at once, and every stream this transport opened is closed, which
-// fails its reads and writes.
+// (TestCloseDoesNotWaitForAJoinIntoABlackHole). A stream a peer opens is
+// read by a memberlist goroutine until the same timeout, which nothing
+// waits for but which outlived the node (TestCloseEndsAStreamAPeerOpened).
+// memberlist's Shutdown shuts the transport down first; from then on
+// every dial in flight fails at once, and every stream, dialed or
+// accepted, is closed, which fails its reads and writes.
 type stoppable struct {
 	memberlist.NodeAwareTransport
 	stop chan struct{} // closed at Shutdown
+	done chan struct{} // closed when the wrapped transport has shut down
+
+	accept  sync.Once     // starts forward, at memberlist's first StreamCh
+	streams chan net.Conn // the streams peers open, tracked, for memberlist
 
 	mu      sync.Mutex
 	stopped bool
-	conns   map[*stoppableConn]struct{} // open streams we dialed
+	conns   map[*stoppableConn]struct{} // open streams, dialed or accepted
 }
 
 func newStoppable(t memberlist.NodeAwareTransport) *stoppable {
-	return &stoppable{NodeAwareTransport: t, stop: make(chan struct{}), conns: map[*stoppableConn]struct{}{}}
+	return &stoppable{NodeAwareTransport: t, stop: make(chan struct{}), done: make(chan struct{}),
+		streams: make(chan net.Conn), conns: map[*stoppableConn]struct{}{}}
+}
+
+// StreamCh hands memberlist the streams peers open, tracked as the ones
+// we dial are, so that Shutdown closes them: the wrapped transport's
+// Shutdown closes its listeners only.
+func (s *stoppable) StreamCh() <-chan net.Conn {
+	s.accept.Do(func() { go s.forward() })
+	return s.streams
+}
+
+// forward passes the wrapped transport's streams on to memberlist until
+// the wrapped transport has shut down. It receives until then, stopped or
+// not: memberlist's NetTransport waits at Shutdown for its listener,
+// which may be handing over a stream; one that comes once stopped is
+// closed.
+func (s *stoppable) forward() {
+	in := s.NodeAwareTransport.StreamCh()
+	for {
+		select {
+		case c := <-in:
+			tc, err := s.track(c)
+			if err != nil {
+				continue
+			}
+			select {
+			case s.streams <- tc:
+			case <-s.stop:
+				_ = tc.Close()
+			}
+		case <-s.done:
+			return
+		}
+	}
 }
 
 // DialTimeout is DialAddressTimeout without a node name.
@@ -75,7 +115,7 @@ func (s *stoppable) DialAddressTimeout(a memberlist.Address, timeout time.Durati
 	}
 }
 
-// track records c as open, or closes it if the transport stopped.
+// track records stream c as open, or closes it if the transport stopped.
 func (s *stoppable) track(c net.Conn) (net.Conn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -88,9 +128,9 @@ func (s *stoppable) track(c net.Conn) (net.Conn, error) {
 	return tc, nil
 }
 
-// Shutdown fails the dials in flight, closes the streams we opened, then
-// shuts the wrapped transport down (its listeners). Only the first call
-// does anything.
+// Shutdown fails the dials in flight, closes the open streams, dialed or
+// accepted, then shuts the wrapped transport down (its listeners). Only
+// the first call does anything.
 func (s *stoppable) Shutdown() error {
 	s.mu.Lock()
 	if s.stopped {
@@ -105,10 +145,11 @@ func (s *stoppable) Shutdown() error {
 	for c := range conns {
 		_ = c.Conn.Close()
 	}
+	defer close(s.done)
 	return s.NodeAwareTransport.Shutdown()
 }
 
-// stoppableConn is a stream we dialed; closing it forgets it.
+// stoppableConn is an open stream; closing it forgets it.
 type stoppableConn struct {
 	net.Conn
 	s *stoppable

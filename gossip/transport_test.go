@@ -93,3 +93,47 @@ func TestStoppableShutdownEndsDialsAndStreams(t *testing.T) {
 		}
 	})
 }
+
+// handingTransport hands streams over an unbuffered channel, as
+// memberlist's NetTransport does, and one more at Shutdown, as its
+// listener may while Shutdown waits for it: a stream accepted just
+// before.
+type handingTransport struct {
+	memberlist.NodeAwareTransport // nil: stoppable calls only what is below
+	streams                       chan net.Conn
+	lateFar                       net.Conn // the far end of the stream handed at Shutdown
+}
+
+func (h *handingTransport) StreamCh() <-chan net.Conn { return h.streams }
+
+func (h *handingTransport) Shutdown() error {
+	near, far := net.Pipe()
+	h.lateFar = far
+	h.streams <- near
+	return nil
+}
+
+// TestStoppableShutdownEndsAcceptedStreams: a stream a peer opened,
+// handed to memberlist, is closed at Shutdown, as the ones dialed are;
+// the wrapped transport may still hand one over while it shuts down, and
+// that one is taken and closed rather than left to block its Shutdown.
+func TestStoppableShutdownEndsAcceptedStreams(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &handingTransport{streams: make(chan net.Conn)}
+		s := newStoppable(h)
+		near, far := net.Pipe()
+		go func() { h.streams <- near }()
+		accepted := <-s.StreamCh() // memberlist's handler would read it until its TCPTimeout
+		if err := s.Shutdown(); err != nil {
+			t.Fatal(err)
+		}
+		if !closedFar(far) {
+			t.Fatal("the stream a peer opened before Shutdown is still open")
+		}
+		if !closedFar(h.lateFar) {
+			t.Fatal("the stream handed over during Shutdown is open")
+		}
+		_ = accepted.Close() // memberlist's handler ends: harmless after Shutdown
+		synctest.Wait()      // and nothing of the wrapper is left running
+	})
+}
