@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -23,9 +24,12 @@ const maxJoinContacts = 3
 // seeds resolves the join list to host:port addresses, without our own: IPs
 // as they are, names through the resolver (a name that fails to resolve is
 // skipped, and logged at debug). A host without a port gets our bind port.
-func (n *Node) seeds(ctx context.Context) []string {
+// answered is false if a lookup failed other than by the name not existing
+// (a timeout, SERVFAIL, the node stopping): the seeds may then be short of
+// what discovery would name.
+func (n *Node) seeds(ctx context.Context) (out []string, answered bool) {
 	_, defPort, _ := splitHostPort(n.cfg.BindAddr)
-	var out []string
+	answered = true
 	for _, j := range n.cfg.Join {
 		host, port, err := net.SplitHostPort(j)
 		if err != nil {
@@ -38,6 +42,9 @@ func (n *Node) seeds(ctx context.Context) []string {
 			cancel()
 			if err != nil {
 				n.log.Debug("gossip: join name did not resolve", "name", host, "err", err)
+				if dnsErr, ok := errors.AsType[*net.DNSError](err); !ok || !dnsErr.IsNotFound {
+					answered = false
+				}
 				continue
 			}
 		}
@@ -48,7 +55,7 @@ func (n *Node) seeds(ctx context.Context) []string {
 		}
 	}
 	slices.Sort(out)
-	return slices.Compact(out)
+	return slices.Compact(out), answered
 }
 
 // unknownSeeds returns the seeds that are not live members.
@@ -73,13 +80,18 @@ func (n *Node) unknownSeeds(seeds []string) []string {
 // that resolves to nobody else (a headless Service before any replica is
 // ready) is no first join, so the join loop keeps retrying it promptly.
 func (n *Node) joinOnce(ctx context.Context) bool {
-	seeds := n.seeds(ctx)
+	seeds, answered := n.seeds(ctx)
 	if ctx.Err() != nil {
 		return false // stopping: lookups cut short name nobody, which says nothing of our peers
 	}
 	unknown := n.unknownSeeds(seeds)
 	if len(unknown) == 0 {
-		n.setIsolated(false, 0)
+		// An island ends when discovery names no peer, or we have one. A
+		// failed lookup names nobody, but says nothing of our peers: the
+		// island stays one until a lookup answers.
+		if answered || n.ml.NumMembers() > 1 {
+			n.setIsolated(false, 0)
+		}
 		return n.ml.NumMembers() > 1
 	}
 	rand.Shuffle(len(unknown), func(i, j int) { unknown[i], unknown[j] = unknown[j], unknown[i] })

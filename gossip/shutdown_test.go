@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -211,33 +213,109 @@ func (r *answersOnce) LookupHost(ctx context.Context, host string) ([]string, er
 // longer isolated, nor report so.
 func TestCloseDuringALookupLeavesAnIslandAnIsland(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr, err := memnet.New(47).Transport("10.0.0.1:7946")
-		if err != nil {
-			t.Fatal(err)
-		}
-		bal, err := ring.NewBalancer(ring.DefaultConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		logs := &syncBuffer{}
-		log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-		n, err := New(Config{NodeName: "r0", BindAddr: tr.Addr(), Join: []string{"replicas.test:7946"},
-			Resolver: &answersOnce{addrs: []string{"10.0.0.7"}}, Transport: tr}, bal, prometheus.NewRegistry(), log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := n.Start(context.Background()); err != nil { // 10.0.0.7 does not listen: the join fails at once
-			t.Fatal(err)
-		}
-		if !n.Isolated() {
-			t.Fatal("a replica whose only peer refuses it is not isolated")
-		}
+		n, logs := startIsland(t, 47, &answersOnce{addrs: []string{"10.0.0.7"}})
 		time.Sleep(time.Second) // the join loop's retry (after 100 ms) is resolving the name
 		if err := n.Close(); err != nil {
 			t.Fatal(err)
 		}
 		if strings.Contains(logs.String(), "no longer isolated") || !n.Isolated() {
 			t.Fatalf("stopping during a lookup ended the island (isolated %v):\n%s", n.Isolated(), logs.String())
+		}
+	})
+}
+
+// startIsland starts replica r0 at 10.0.0.1 alone on a memnet network of
+// seed, joining the name replicas.test through dns, and checks it is an
+// island: dns's first answer must name a peer that does not listen, so
+// the join fails at once. It returns the node and its log (info and up).
+func startIsland(t *testing.T, seed uint64, dns Resolver) (*Node, *syncBuffer) {
+	t.Helper()
+	tr, err := memnet.New(seed).Transport("10.0.0.1:7946")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bal, err := ring.NewBalancer(ring.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	n, err := New(Config{NodeName: "r0", BindAddr: tr.Addr(), Join: []string{"replicas.test:7946"},
+		Resolver: dns, Transport: tr}, bal, prometheus.NewRegistry(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !n.Isolated() {
+		t.Fatal("a replica whose only peer refuses it is not isolated")
+	}
+	return n, logs
+}
+
+// failsAfterOnce answers its first lookup with addrs, and every later one
+// at once with err; it records when each lookup came.
+type failsAfterOnce struct {
+	addrs []string
+	err   *net.DNSError
+	mu    sync.Mutex
+	at    []time.Time
+}
+
+func (r *failsAfterOnce) LookupHost(_ context.Context, host string) ([]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.at = append(r.at, time.Now())
+	if len(r.at) == 1 {
+		return r.addrs, nil
+	}
+	return nil, r.err
+}
+
+// TestAFailedLookupLeavesAnIslandAnIsland: an island's DNS server fails
+// its lookups for a while (SERVFAIL). A failed lookup names nobody, but
+// unlike a name that does not exist, it says nothing of the replica's
+// peers: the island must stay one (not log that it is no longer
+// isolated, nor report so, as it did until its next lookup answered), and
+// its join is retried as after a join that failed: 100 ms, doubling.
+func TestAFailedLookupLeavesAnIslandAnIsland(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		dns := &failsAfterOnce{addrs: []string{"10.0.0.7"},
+			err: &net.DNSError{Err: "server misbehaving", Name: "replicas.test", IsTemporary: true}}
+		n, logs := startIsland(t, 48, dns)
+		defer n.Close()
+		time.Sleep(time.Second) // three more tries, every lookup failing
+		if strings.Contains(logs.String(), "no longer isolated") || !n.Isolated() {
+			t.Fatalf("a failed lookup ended the island (isolated %v):\n%s", n.Isolated(), logs.String())
+		}
+		dns.mu.Lock()
+		defer dns.mu.Unlock()
+		var got []time.Duration
+		for _, at := range dns.at {
+			got = append(got, at.Sub(start))
+		}
+		want := []time.Duration{0, 100 * time.Millisecond, 300 * time.Millisecond, 700 * time.Millisecond}
+		if !slices.Equal(got, want) {
+			t.Fatalf("lookups at %v, want %v: the join retried as after a failed join", got, want)
+		}
+	})
+}
+
+// TestAnIslandWhoseNameIsGoneIsNoIsland: an island's join name stops
+// existing (every replica behind the headless Service went unready).
+// Discovery names no peer now, so the replica is no island, whatever
+// refused it before (TestAFailedLookupLeavesAnIslandAnIsland is the
+// failed lookup, which says nothing).
+func TestAnIslandWhoseNameIsGoneIsNoIsland(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n, logs := startIsland(t, 49, &failsAfterOnce{addrs: []string{"10.0.0.7"},
+			err: &net.DNSError{Err: "no such host", Name: "replicas.test", IsNotFound: true}})
+		defer n.Close()
+		time.Sleep(time.Second) // the join loop's retry (after 100 ms) finds the name gone
+		if !strings.Contains(logs.String(), "no longer isolated") || n.Isolated() {
+			t.Fatalf("the island's join name is gone, and it is still isolated (%v):\n%s", n.Isolated(), logs.String())
 		}
 	})
 }
