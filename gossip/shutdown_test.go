@@ -121,6 +121,48 @@ func TestLeaveTellsLivePeers(t *testing.T) {
 	})
 }
 
+// TestLeaveReachesPeersOverASlowNetwork: every packet takes 300 to 500
+// ms, so the leaving replica's tombstone and memberlist's leave intent
+// are still on their way when Leave returns and shuts the transport
+// down. Both go as packets (UDP), which a shutdown does not call back,
+// and Leave waits for memberlist to have sent its intent, not for a
+// stream: the peers learn of the leave itself (they hold the
+// tombstone, and drop the replica within a second, where their failure
+// detector would take four at least).
+func TestLeaveReachesPeersOverASlowNetwork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 50)
+		defer c.stopAll()
+		c.startAgreed(3)
+		r2 := c.reps["r2"]
+		for i := range 4 {
+			r2.hold(t, uint64(i))
+		}
+		c.waitAgreed(time.Second, func(v string) bool { return strings.HasPrefix(v, "total=4 ") })
+		c.net.SetLatency(300*time.Millisecond, 200*time.Millisecond)
+		delete(c.reps, "r2")
+		const timeout = 5 * time.Second
+		start := time.Now()
+		if err := r2.node.Leave(timeout); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("Leave(%v) took %v", timeout, time.Since(start))
+		left := time.Now()
+		learnt := func(r *replica) bool {
+			return c.members(r) == 2 && r.node.Loads().Total() == 0 &&
+				slices.ContainsFunc(r.node.Status().Entries, func(e EntryStatus) bool { return e.Node == "r2" && e.Left })
+		}
+		for !learnt(c.reps["r0"]) || !learnt(c.reps["r1"]) {
+			if time.Since(left) > time.Second {
+				t.Fatalf("a second after r2's Leave returned, its peers have not learnt of it: members %d and %d, views %v",
+					c.members(c.reps["r0"]), c.members(c.reps["r1"]), c.views())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Logf("the peers learnt of the leave %v after Leave returned", time.Since(left))
+	})
+}
+
 // closeBound is how long Close may take: no network wait at all, only the
 // node's goroutines ending; one publish interval is ample.
 func closeBound(n *Node) time.Duration { return n.cfg.Interval }
