@@ -34,7 +34,6 @@ type fleet struct {
 	hold []bool
 }
 
-
 // epoch is the wall time the fleet's virtual time starts at, for what
 // reads times of day (a lease's first token: ring.Pace).
 var epoch = time.Unix(1_700_000_000, 0)
