@@ -154,17 +154,33 @@ func countOn(homes []string, id string) int {
 	return n
 }
 
-// Scenario 5: one engine answers 10x slower. Its requests stay in flight
-// ten times longer, so it reaches the bound, which moves its overflow
-// elsewhere: it takes well under its fair share of the requests, more
-// requests are spilled from their home than before it slowed, nothing is
-// lost, and the other engines' requests keep their latency. The load is
-// counted in requests, so that the bound's floor is 4 requests: under the
-// tokens default (floor 16384 tokens) this load never reached it, and the
-// slow engine kept its fair share (24.4%).
+// Scenario 5: one engine answers 10x slower. The bound moves its
+// overflow elsewhere: it takes well under its fair share of the requests,
+// more requests are spilled from their home than before it slowed,
+// nothing is lost, and the other engines' requests keep their latency.
+//
+//   - requests: load counted in requests (floor 4), HAProxy's unit: its
+//     requests stay in flight ten times longer, so it reaches the bound.
+//   - tokens, the default: this load never reaches P's floor of 16384
+//     tokens, and before ring.Pace the slow engine kept its fair share
+//     (24.4%). Each replica's pace, told by the streamed half of the
+//     requests, counts its load ten times over.
 func TestSlowEngine(t *testing.T) {
-	scenario(t, requestsSignal(DefaultConfig()), func(t *testing.T, c *Cluster) {
-		base := Count(steady(c, 10*time.Second, 0)().Outcomes())
+	for _, tc := range []struct {
+		signal      string
+		cfg         Config
+		streamEvery int
+	}{
+		{"requests", requestsSignal(DefaultConfig()), 0},
+		{"tokens", DefaultConfig(), 2},
+	} {
+		t.Run(tc.signal, func(t *testing.T) { slowEngine(t, tc.cfg, tc.streamEvery) })
+	}
+}
+
+func slowEngine(t *testing.T, cfg Config, streamEvery int) {
+	scenario(t, cfg, func(t *testing.T, c *Cluster) {
+		base := Count(steady(c, 10*time.Second, streamEvery)().Outcomes())
 		p99 := func(outs []Outcome, on func(string) bool) time.Duration {
 			var d []time.Duration
 			for _, o := range outs {
@@ -192,12 +208,12 @@ func TestSlowEngine(t *testing.T) {
 		}
 		onSlow := func(o Outcome) bool { return on(o.Endpoint) }
 		spilled := func(o Outcome) bool { return o.Decision == ring.DecisionSpill.String() }
-		baseline := steady(c, 10*time.Second, 0)().Outcomes()
+		baseline := steady(c, 10*time.Second, streamEvery)().Outcomes()
 		baseOthers := p99(baseline, others)
 		if err := c.Engine(0).Server.SetFaults(vllm.Faults{Latency: 500 * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
-		outs := steady(c, 20*time.Second, 0)().Outcomes()
+		outs := steady(c, 20*time.Second, streamEvery)().Outcomes()
 		tally := Count(outs)
 		slowShare, slowOthers := share(outs, onSlow), p99(outs, others)
 		baseSpill, slowSpill := share(baseline, spilled), share(outs, spilled)

@@ -119,6 +119,16 @@
 // replica did since its own last publication: gossip/DESIGN.md,
 // "Mirrors").
 //
+// # Slow endpoints
+//
+// With [Config.Pace] (on by default) each replica measures its endpoints'
+// streamed time to first token per prompt token ([Lease.FirstToken]), and
+// an endpoint at least [PaceConfig.Threshold] (3) times the fleet's lower
+// median has its P counted that many times over, by P's bound and by the
+// fallback's choice of the least loaded (see pace.go). An endpoint within
+// the threshold, every endpoint of an even fleet, is bounded as above: the
+// worst cases above are those of P times the factor.
+//
 // # Groups
 //
 // With [Config.GroupSpread], a request whose shared part (Request.Group:

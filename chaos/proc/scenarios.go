@@ -259,16 +259,28 @@ func p99(outs []chaos.Outcome, on func(string) bool) time.Duration {
 func slowEngine(ctx context.Context, c *Cluster, r *Row) error {
 	slow := strings.TrimPrefix(c.EngineURL(0), "http://")
 	others := func(ep string) bool { return ep != slow }
-	before := load(c, 8*time.Second, 12, 100*time.Millisecond, 0)()
+	// Half the requests streamed: their first tokens tell each replica's
+	// pace (ring.Pace) how slow the engine is.
+	before := load(c, 8*time.Second, 12, 100*time.Millisecond, 2)()
 	if err := c.SetFaults(0, `{"latency":"500ms"}`); err != nil {
 		return err
 	}
-	outs := load(c, 12*time.Second, 12, 100*time.Millisecond, 0)()
+	outs := load(c, 12*time.Second, 12, 100*time.Millisecond, 2)()
 	basic(r, outs, 0)
 	b, a := p99(before, others), p99(outs, others)
 	r.Figures["others_p99_ms_before"], r.Figures["others_p99_ms_during"] = b.Milliseconds(), a.Milliseconds()
 	r.Figures["slow_p99_ms"] = p99(outs, func(ep string) bool { return ep == slow }).Milliseconds()
 	expect(r, a <= 2*b+100*time.Millisecond, "other engines' p99 rose from %v to %v", b, a)
+	onSlow := 0
+	for _, o := range outs {
+		if o.Endpoint == slow {
+			onSlow++
+		}
+	}
+	share := float64(onSlow) / float64(max(len(outs), 1))
+	r.Figures["slow_share_pct"] = int64(math.Round(100 * share))
+	fair := 1 / float64(len(c.EngineURLs()))
+	expect(r, share <= 0.8*fair, "the slow engine took %.1f%% of requests, its fair share %.1f%%", 100*share, 100*fair)
 	settle(ctx, c, r)
 	return nil
 }
