@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
+	"time"
 )
 
 // Config is one engine's configuration.
@@ -21,6 +23,11 @@ type Config struct {
 	MaxNumBatchedTokens int
 	// MaxModelLen caps prompt plus output tokens (Llama 3.1: 131072).
 	MaxModelLen int
+	// Slowdown multiplies every step time (0 or 1: the profile's): an
+	// engine this many times slower than its profile, as a degraded GPU or
+	// one shared with a noisy neighbour is, for a study of routing around
+	// it. It must be 0 or at least 1.
+	Slowdown float64
 }
 
 // DefaultConfig is Llama-3.1-8B on one H100 with vLLM's V1 defaults.
@@ -51,6 +58,16 @@ func (c Config) Blocks() int {
 	return c.Profile.KVBlocks(c.BlockSize)
 }
 
+// StepTime is the duration of a step of this engine: the profile's, times
+// Slowdown.
+func (c Config) StepTime(b Batch) time.Duration {
+	d := c.Profile.StepTime(b)
+	if c.Slowdown > 1 {
+		d = time.Duration(float64(d) * c.Slowdown)
+	}
+	return d
+}
+
 // Validate reports a configuration the engine cannot run.
 func (c Config) Validate() error {
 	if err := c.Profile.Validate(); err != nil {
@@ -69,6 +86,8 @@ func (c Config) Validate() error {
 		return errors.New("engine: MaxNumBatchedTokens must be positive")
 	case c.MaxModelLen <= 0:
 		return errors.New("engine: MaxModelLen must be positive")
+	case c.Slowdown != 0 && !(c.Slowdown >= 1) || math.IsInf(c.Slowdown, 0):
+		return fmt.Errorf("engine: Slowdown %v must be 0 (none) or a finite factor of at least 1", c.Slowdown)
 	}
 	return nil
 }

@@ -40,7 +40,7 @@ func (e *Engine) Begin(now time.Duration) (end time.Duration, ok bool) {
 	}
 	e.inStep = true
 	e.res.Start = now
-	e.res.End = now + e.cfg.Profile.StepTime(e.res.Batch)
+	e.res.End = now + e.cfg.StepTime(e.res.Batch)
 	return e.res.End, true
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -243,5 +244,43 @@ func TestResumedRequestFindsItsOwnOutput(t *testing.T) {
 	}
 	if b.PrefillComputed != 8+5 {
 		t.Fatalf("B's prefill computed %d tokens, want 13 (its prompt, then 5 after its cached output)", b.PrefillComputed)
+	}
+}
+
+// TestSlowdownStretchesSteps: an engine with Slowdown 10 does the same
+// work in the same steps, each ten times as long, so its requests' TTFT
+// and end-to-end times are ten times the normal engine's; a slowdown
+// below 1 (or not a number) is refused.
+func TestSlowdownStretchesSteps(t *testing.T) {
+	run := func(slowdown float64) (time.Duration, int, []*Request) {
+		cfg := smallConfig(64)
+		cfg.Slowdown = slowdown
+		e := newEngine(t, cfg)
+		rs := []*Request{req(1, 4, seq(0, 20), 5), req(2, 4, seq(100, 9), 3)}
+		for _, r := range rs {
+			add(t, e, r, 0)
+		}
+		end, steps := drain(t, e, 0)
+		return end, steps, rs
+	}
+	end1, steps1, normal := run(0)
+	end10, steps10, slow := run(10)
+	if steps10 != steps1 || end10 != 10*end1 {
+		t.Fatalf("slowdown 10: %d steps ending at %v; normal: %d steps ending at %v, want the same steps ending 10x later", steps10, end10, steps1, end1)
+	}
+	for i := range normal {
+		if slow[i].TTFT() != 10*normal[i].TTFT() || slow[i].E2E() != 10*normal[i].E2E() {
+			t.Errorf("request %d: TTFT %v E2E %v, want 10x %v and %v", i, slow[i].TTFT(), slow[i].E2E(), normal[i].TTFT(), normal[i].E2E())
+		}
+	}
+	if end, _, _ := run(1); end != end1 {
+		t.Errorf("slowdown 1 ended at %v, want %v (the profile's)", end, end1)
+	}
+	for _, bad := range []float64{0.5, -1, math.NaN(), math.Inf(1)} {
+		cfg := DefaultConfig()
+		cfg.Slowdown = bad
+		if _, err := New(cfg); err == nil {
+			t.Errorf("slowdown %v accepted", bad)
+		}
 	}
 }
