@@ -50,7 +50,11 @@ func newFleet(cfg Config, n int) (*fleet, error) {
 		ids:     cfg.IDs(),
 	}
 	for i, id := range f.ids {
-		e, err := engine.New(cfg.Engine)
+		ec := cfg.Engine
+		if s, ok := cfg.Slowdown[i]; ok {
+			ec.Slowdown = s
+		}
+		e, err := engine.New(ec)
 		if err != nil {
 			return nil, err
 		}

@@ -23,6 +23,10 @@ type Config struct {
 	Names []string
 	// Engine configures every engine.
 	Engine engine.Config
+	// Slowdown, by engine index, makes those engines that many times
+	// slower than Engine says (engine.Config.Slowdown): a degraded GPU or
+	// a noisy neighbour in a fleet of healthy ones.
+	Slowdown map[int]float64
 	// Picker routes requests. Its endpoints must be [Config.IDs].
 	Picker policy.Picker
 	// Key gives a request's affinity key; nil leaves every request unkeyed.
@@ -62,6 +66,16 @@ func (c Config) Validate() error {
 	}
 	if c.Picker == nil {
 		return errors.New("sim: Picker is required")
+	}
+	for i, s := range c.Slowdown {
+		if i < 0 || i >= c.Engines {
+			return fmt.Errorf("sim: slowdown for engine %d, outside a fleet of %d (0 to %d)", i, c.Engines, c.Engines-1)
+		}
+		ec := c.Engine
+		ec.Slowdown = s
+		if err := ec.Validate(); err != nil {
+			return fmt.Errorf("sim: engine %d: %w", i, err)
+		}
 	}
 	if c.Names != nil {
 		if len(c.Names) != c.Engines {

@@ -268,3 +268,84 @@ func TestResumedTokenPromptFindsItsOwnOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestSlowEngine: an engine of Config.Slowdown 10 takes ten times as long
+// for the same request as a normal engine beside it; a slowdown for an
+// engine outside the fleet, or below 1, is refused.
+func TestSlowEngine(t *testing.T) {
+	reqs := sharedPrefixWorkload(2)[:2]
+	reqs[1].HashIDs = []uint64{3, 4, 101} // cold too: the same work as request 0
+	run := func(slow map[int]float64) *Result {
+		cfg := Config{Engines: 2, Engine: engine.DefaultConfig(), Picker: &roundRobin{ids: EndpointIDs(2)}, Slowdown: slow}
+		res, err := Run(cfg, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	normal, slow := run(nil), run(map[int]float64{1: 10})
+	if a, b := normal.Records[0].TTFT, normal.Records[1].TTFT; a != b || a <= 0 {
+		t.Fatalf("normal fleet: TTFTs %v and %v, want equal", a, b)
+	}
+	if got, want := slow.Records[1].TTFT, 10*normal.Records[1].TTFT; got != want || slow.Records[1].Endpoint != "engine-1" {
+		t.Errorf("on slow %s: TTFT %v, want %v", slow.Records[1].Endpoint, got, want)
+	}
+	if got, want := slow.Records[0].E2E, normal.Records[0].E2E; got != want {
+		t.Errorf("on the normal engine: E2E %v, want %v as in a normal fleet", got, want)
+	}
+	for _, bad := range []map[int]float64{{2: 10}, {-1: 10}, {0: 0.5}} {
+		cfg := Config{Engines: 2, Engine: engine.DefaultConfig(), Picker: &roundRobin{ids: EndpointIDs(2)}, Slowdown: bad}
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("slowdown %v for 2 engines: no error", bad)
+		}
+	}
+}
+
+// TestStreamedFirstTokensTellThePace: the fleet tells each streamed
+// request's lease its time to first token, as the proxy does at a
+// stream's first byte, so a production balancer's pace (ring.Pace) finds
+// the engine that is ten times slower and moves requests off it; requests
+// that are not streamed tell it nothing (their first byte is their whole
+// answer), and their run is the run without pace.
+func TestStreamedFirstTokensTellThePace(t *testing.T) {
+	onSlow := func(stream bool, pace ring.PaceConfig) int {
+		rc := ring.DefaultConfig()
+		rc.Pace = pace
+		b, err := ring.NewBalancer(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := EndpointIDs(4)
+		if err := b.SetEndpoints(ids); err != nil {
+			t.Fatal(err)
+		}
+		w := workload.DefaultMultiTurn(workload.Chat)
+		w.Conversations, w.Turns = 40, 3
+		sessions, err := w.Sessions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range sessions {
+			sessions[i].Stream = stream
+		}
+		cfg := Config{Engines: 4, Engine: engine.DefaultConfig(), Picker: b, Slowdown: map[int]float64{0: 10}}
+		res, _, err := RunSessions(cfg, sessions, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, r := range res.Records {
+			if r.Endpoint == ids[0] {
+				n++
+			}
+		}
+		return n
+	}
+	on, off := onSlow(true, ring.DefaultPaceConfig()), onSlow(true, ring.PaceConfig{})
+	if on >= off*4/5 {
+		t.Errorf("streamed: the slow engine took %d requests with pace, %d without", on, off)
+	}
+	if on, off := onSlow(false, ring.DefaultPaceConfig()), onSlow(false, ring.PaceConfig{}); on != off {
+		t.Errorf("not streamed: the slow engine took %d requests with pace, %d without", on, off)
+	}
+}
