@@ -67,6 +67,7 @@ func evalCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "seed", EnvVars: env("eval-seed"), Value: 1, Usage: "workload and policy seed"},
 			&cli.StringFlag{Name: "out", EnvVars: env("eval-out"), Value: "eval-report", Usage: "report folder"},
 			&cli.StringFlag{Name: "endpoint-urls", EnvVars: env("eval-endpoint-urls"), Usage: "comma list of a real fleet's engines as serve's --endpoints lists them: the simulated engines take their IDs (canonical URLs), which the ring and the group sets hash, so each run places keys as routers in front of that fleet would; sets --endpoints to their number (default: engine-0, engine-1, ...)"},
+			&cli.StringFlag{Name: "slow-engines", EnvVars: env("eval-slow-engines"), Usage: "comma list of engine:factor: those engines (by index from 0) take factor times as long for every step in every run, as a degraded GPU or a noisy neighbour would (0:10,3:4: engine 0 ten times slower, engine 3 four times); runs are labelled with it (slow_engines in results.json, the fleet column, the records' file names)"},
 			&cli.StringFlag{Name: "records", EnvVars: env("eval-records"), Usage: "also write every run's per-request records (engine, decision, arrival, TTFT, cached and computed tokens, session, turn) as JSON lines to this folder, one file per simulation, named by its point (a policy is simulated once for points that differ only in axes it does not read)"},
 		},
 		Action: runEval,
@@ -158,6 +159,11 @@ func evalConfig(c *cli.Context) (cfg eval.Config, warnings []string, err error) 
 			for i := range cfg.Grids {
 				cfg.Grids[i].Endpoints = []int{len(cfg.EndpointNames)}
 			}
+		}
+	}
+	if c.IsSet("slow-engines") {
+		if cfg.SlowEngines, err = eval.ParseSlowEngines(c.String("slow-engines")); err != nil {
+			return cfg, nil, fmt.Errorf("--slow-engines: %w", err)
 		}
 	}
 	cfg.Records = c.String("records")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,6 +141,27 @@ func TestEvalFlagsSayWhatCannotAct(t *testing.T) {
 					t.Errorf("%s %v: warnings %v, want one naming %s", axis, args, w, name)
 				}
 			}
+		}
+	}
+}
+
+// TestEvalSlowEnginesFlag: --slow-engines 0:10,3:4 slows those engines
+// in every run of the study; a list that is not engine:factor, a factor
+// below 1 and an engine outside a grid's fleet are refused by name.
+func TestEvalSlowEnginesFlag(t *testing.T) {
+	cfg, _, err := runEvalFlags(t, "--workload=multi-turn", "--endpoints=4", "--slow-engines=0:10,3:4")
+	if want := map[int]float64{0: 10, 3: 4}; err != nil || !maps.Equal(cfg.SlowEngines, want) {
+		t.Fatalf("slow engines %v (%v), want %v", cfg.SlowEngines, err, want)
+	}
+	for _, c := range []struct{ args []string }{
+		{[]string{"--slow-engines=0"}},
+		{[]string{"--slow-engines=0:0.5"}},
+		{[]string{"--slow-engines=0:10,0:3"}},
+		{[]string{"--workload=multi-turn", "--endpoints=4", "--slow-engines=4:10"}},
+		{[]string{"--slow-engines=5:10"}}, // the default study's demo grid runs 4 engines
+	} {
+		if _, _, err := runEvalFlags(t, c.args...); err == nil || !strings.Contains(err.Error(), "slow engine") {
+			t.Errorf("%v: %v, want an error about the slow engines", c.args, err)
 		}
 	}
 }

@@ -3,10 +3,12 @@ package eval
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -109,6 +111,9 @@ type Config struct {
 	// a line, to a file named by the run's point less the axes its policy
 	// does not read.
 	Records string
+	// SlowEngines, by engine index, makes those engines of every run that
+	// many times slower (fleet.Config.Slowdown).
+	SlowEngines map[int]float64
 	// Workers runs that many simulations at once (0: GOMAXPROCS).
 	Workers int
 	// Progress, when set, is called after each run with done and total.
@@ -287,6 +292,16 @@ func (c Config) Validate() error {
 	}
 	if c.KVMinBound > 0 && !c.KVAverage {
 		return errors.New("eval: a KV min bound bounds nothing without KVAverage")
+	}
+	for _, i := range slices.Sorted(maps.Keys(c.SlowEngines)) {
+		if x := c.SlowEngines[i]; i < 0 || !(x >= 1) || math.IsInf(x, 0) {
+			return fmt.Errorf("eval: slow engine %d: factor %v (engines from 0, factors finite and at least 1)", i, x)
+		}
+		for _, g := range c.Grids {
+			if n := slices.Min(g.Endpoints); i >= n {
+				return fmt.Errorf("eval: slow engine %d is outside grid %s's fleet of %d engines (0 to %d)", i, g.Name, n, n-1)
+			}
+		}
 	}
 	if c.EndpointNames != nil {
 		for _, g := range c.Grids {
@@ -472,4 +487,40 @@ func readsOf(policy string) reads {
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// ParseSlowEngines reads slow engines as --slow-engines gives them: a
+// comma list of engine:factor, the engine by index from 0, the factor at
+// least 1 ("0:10,3:4": engine 0 ten times slower, engine 3 four times).
+func ParseSlowEngines(s string) (map[int]float64, error) {
+	out := map[int]float64{}
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		is, fs, ok := strings.Cut(f, ":")
+		i, ierr := strconv.Atoi(is)
+		x, xerr := strconv.ParseFloat(fs, 64)
+		switch {
+		case !ok || ierr != nil || xerr != nil:
+			return nil, fmt.Errorf("eval: slow engine %q is not engine:factor (0:10)", f)
+		case i < 0:
+			return nil, fmt.Errorf("eval: slow engine %d: engines are numbered from 0", i)
+		case !(x >= 1) || math.IsInf(x, 0):
+			return nil, fmt.Errorf("eval: slow engine %d: factor %v must be finite and at least 1", i, x)
+		}
+		if _, dup := out[i]; dup {
+			return nil, fmt.Errorf("eval: slow engine %d given twice", i)
+		}
+		out[i] = x
+	}
+	return out, nil
+}
+
+// slowName writes slow engines as ParseSlowEngines reads them, in engine
+// order: the label of a run with them ("" for none).
+func slowName(m map[int]float64) string {
+	var parts []string
+	for _, i := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%d:%g", i, m[i]))
+	}
+	return strings.Join(parts, ",")
 }

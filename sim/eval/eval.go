@@ -23,11 +23,13 @@ type Result struct {
 	Key              string  `json:"key"`
 	// KVBlocks per engine (0: the H100 profile's), Concurrency (0: the
 	// workload's own), GossipLoss and Seed: the run's fleet, loop, gossip
-	// network and seed.
+	// network and seed. SlowEngines are the fleet's slow engines,
+	// engine:factor as --slow-engines gives them ("" for none).
 	KVBlocks     int     `json:"kv_blocks"`
 	Concurrency  int     `json:"concurrency"`
 	GossipLoss   float64 `json:"gossip_loss"`
 	Seed         uint64  `json:"seed"`
+	SlowEngines  string  `json:"slow_engines,omitempty"`
 	Requests     int     `json:"requests"`
 	Errors       int     `json:"errors"`
 	HitRate      float64 `json:"hit_rate"`

@@ -138,6 +138,9 @@ func Markdown(results []Result, command string) string {
 		command, len(results), GossipLatency, 100*DefaultGossipLoss)
 	fmt.Fprintf(&b, "Seeds: %v. Each figure is the range over them (min–max). prefixring's defaults were chosen on seeds 1–5; the default study reports seeds %v, which no default was tuned on.\n\n", seeds, DefaultSeeds)
 	b.WriteString("Fleets: \"H100\" is the profile's KV (about 431k tokens an engine), \"N blk\" N blocks of 16 tokens. Spill is the share of requests that left their home; fired the share of keyed picks whose home the bound refused (P or K). Loads: ×1 is each workload's base rate, ×2 about what least-load serves before its queues grow; cN is closed loop, N sessions at a time.\n\n")
+	if slow := values(all, func(r Result) string { return r.SlowEngines }); slices.ContainsFunc(slow, func(s string) bool { return s != "" }) {
+		fmt.Fprintf(&b, "Slow engines (engine:factor, every step that many times the profile's): %q.\n\n", slow)
+	}
 	pol := all.grid(GridPolicies)
 	if len(pol) == 0 {
 		pol = all.grid(GridCustom)
@@ -161,6 +164,15 @@ func fleetName(kv int) string {
 		return "H100"
 	}
 	return fmt.Sprintf("%d blk", kv)
+}
+
+// fleetOf names a run's fleet with its slow engines, if any: "H100, slow
+// 0:10".
+func fleetOf(r Result) string {
+	if r.SlowEngines != "" {
+		return fleetName(r.KVBlocks) + ", slow " + r.SlowEngines
+	}
+	return fleetName(r.KVBlocks)
 }
 
 // loadName names a run's load: its rate scale, or its closed loop.

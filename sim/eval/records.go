@@ -34,6 +34,9 @@ func recordsName(r Result) string {
 		parts = append(parts, r.Key)
 	}
 	parts = append(parts, fmt.Sprintf("kv%d_cc%d_s%d", r.KVBlocks, r.Concurrency, r.Seed))
+	if r.SlowEngines != "" { // 0:10,3:4 -> slow0x10-3x4
+		parts = append(parts, "slow"+strings.NewReplacer(":", "x", ",", "-").Replace(r.SlowEngines))
+	}
 	return strings.Join(parts, "_") + ".jsonl"
 }
 

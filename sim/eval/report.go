@@ -242,7 +242,7 @@ var tableCols = []string{"seed", "grid", "policy", "workload", "fleet", "load", 
 
 func row(r Result) []string {
 	f := func(x float64) string { return fmt.Sprintf("%.3g", x) }
-	return []string{fmt.Sprint(r.Seed), r.Grid, r.Policy, short(r.Workload), fleetName(r.KVBlocks), loadName(r), fmt.Sprint(r.Endpoints), fmt.Sprint(r.Routers), f(r.RateScale), f(r.LoadFactor), fmt.Sprint(r.MinBound),
+	return []string{fmt.Sprint(r.Seed), r.Grid, r.Policy, short(r.Workload), fleetOf(r), loadName(r), fmt.Sprint(r.Endpoints), fmt.Sprint(r.Routers), f(r.RateScale), f(r.LoadFactor), fmt.Sprint(r.MinBound),
 		r.Signal, r.View, f(r.GossipIntervalMS), f(r.GossipLoss), r.Key, fmt.Sprintf("%.3f", r.HitRate), fmt.Sprintf("%.3f", r.IdealHitRate), ms0(r.TTFTMeanMS),
 		ms0(r.TTFTP50MS), ms0(r.TTFTP99MS), ms0(r.TTFTFloorP50MS), ms0(r.E2EP99MS), fmt.Sprintf("%.0f", r.OutputTokensPerS), fmt.Sprintf("%.2f", r.QueueDepthMean),
 		fmt.Sprintf("%.2f", r.Imbalance), fmt.Sprintf("%.3f", r.SpillRate), fptr(r.BoundFired, 3), fptr(r.FalseSpillRate, 3), fptr(r.Agreement, 3), fptr(r.SameEngineTurns, 2)}

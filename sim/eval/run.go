@@ -37,19 +37,21 @@ type point struct {
 	concurrency      int
 	loss             float64
 	seed             uint64
+	slow             string // Config.SlowEngines, as slowName writes them
 }
 
 // points lists every combination of g in axis order, seed by seed, each
 // with the point whose result it takes: itself, or the canonical point
-// that differs from it only in axes its policy does not read.
-func points(g Grid, seeds []uint64) (pts, canon []point) {
+// that differs from it only in axes its policy does not read. slow names
+// the study's slow engines (slowName), the same in every point.
+func points(g Grid, seeds []uint64, slow string) (pts, canon []point) {
 	dims := []int{len(seeds), len(g.Workloads), len(g.Policies), len(g.Endpoints), len(g.Routers), len(g.RateScales),
 		len(g.LoadFactors), len(g.MinBounds), len(g.Signals), len(g.Views), len(g.GossipIntervals), len(g.Keys),
 		len(g.KVBlocks), len(g.Concurrency), len(g.GossipLoss)}
 	for ix := range product(dims) {
 		pt := point{g.Workloads[ix[1]], g.Policies[ix[2]], g.Endpoints[ix[3]], g.Routers[ix[4]], g.RateScales[ix[5]],
 			g.LoadFactors[ix[6]], g.MinBounds[ix[7]], g.Signals[ix[8]], g.Views[ix[9]], g.GossipIntervals[ix[10]],
-			g.Keys[ix[11]], g.KVBlocks[ix[12]], g.Concurrency[ix[13]], g.GossipLoss[ix[14]], seeds[ix[0]]}
+			g.Keys[ix[11]], g.KVBlocks[ix[12]], g.Concurrency[ix[13]], g.GossipLoss[ix[14]], seeds[ix[0]], slow}
 		pts, canon = append(pts, pt), append(canon, pt.canonical())
 	}
 	return pts, canon
@@ -118,7 +120,7 @@ func Run(cfg Config) ([]Result, error) {
 		if cfg.KVBlocks > 0 {
 			g.KVBlocks = []int{cfg.KVBlocks}
 		}
-		p, c := points(g, cfg.seeds())
+		p, c := points(g, cfg.seeds(), slowName(cfg.SlowEngines))
 		all, canon = append(all, p...), append(canon, c...)
 		for range p {
 			grid = append(grid, g.Name)
@@ -189,6 +191,7 @@ func label(r *Result, pt point) {
 	r.RateScale, r.LoadFactor, r.MinBound, r.Signal = pt.rateScale, pt.loadFactor, pt.minBound, string(pt.signal)
 	r.View, r.GossipIntervalMS, r.Key = string(pt.view), ms(pt.interval), pt.key
 	r.KVBlocks, r.Concurrency, r.GossipLoss, r.Seed = pt.kvBlocks, pt.concurrency, pt.loss, pt.seed
+	r.SlowEngines = pt.slow
 }
 
 // multi spreads requests over R independent instances of a policy in turn,
@@ -363,7 +366,8 @@ func runOne(cfg Config, pt point, wl *workloads) (Result, error) {
 			return key.request(c, at)
 		}
 	}
-	fc := fleet.Config{Engines: pt.endpoints, Names: ids, Engine: ec, Picker: picker, Concurrency: cmp.Or(pt.concurrency, Concurrency(pt.workload))}
+	fc := fleet.Config{Engines: pt.endpoints, Names: ids, Engine: ec, Slowdown: cfg.SlowEngines, Picker: picker,
+		Concurrency: cmp.Or(pt.concurrency, Concurrency(pt.workload))}
 	if rp != nil {
 		fc.Advance = rp.AdvanceTo
 	}

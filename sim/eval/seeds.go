@@ -16,7 +16,7 @@ type agg struct {
 // pointID names a run's point: every axis but the seed.
 func pointID(r Result) string {
 	return fmt.Sprint(r.Grid, "|", r.Policy, "|", r.Workload, "|", r.Endpoints, "|", r.Routers, "|", r.RateScale, "|", r.LoadFactor, "|",
-		r.MinBound, "|", r.Signal, "|", r.View, "|", r.GossipIntervalMS, "|", r.Key, "|", r.KVBlocks, "|", r.Concurrency, "|", r.GossipLoss)
+		r.MinBound, "|", r.Signal, "|", r.View, "|", r.GossipIntervalMS, "|", r.Key, "|", r.KVBlocks, "|", r.Concurrency, "|", r.GossipLoss, "|", r.SlowEngines)
 }
 
 // aggregate groups results by point, in first-seen order.
