@@ -64,3 +64,10 @@ func kvLoadFactorRange() flagRange {
 	return flagRange{"kv-load-factor", func(v float64) bool { return v == 0 || v >= 1 && v <= ring.MaxLoadFactor },
 		fmt.Sprintf("0 (the default) or between 1 and %v", ring.MaxLoadFactor)}
 }
+
+// paceThresholdRange is --pace-threshold's range, serve's and eval's: 0
+// (off) or what ring.PaceConfig takes.
+func paceThresholdRange() flagRange {
+	return flagRange{"pace-threshold", func(v float64) bool { return v == 0 || v >= 1.5 && v <= ring.MaxLoadFactor },
+		fmt.Sprintf("0 (off) or between 1.5 and %v", ring.MaxLoadFactor)}
+}

@@ -63,6 +63,7 @@ func evalCommand() *cli.Command {
 			&cli.Int64Flag{Name: "kv-min-bound", EnvVars: env("eval-kv-min-bound"), Usage: "as serve's --kv-min-bound: with --kv-average, every engine may hold this many KV tokens whatever the average"},
 			&cli.Float64Flag{Name: "kv-capacity-factor", EnvVars: env("eval-kv-capacity-factor"), Value: ring.DefaultKVCapacityFactor, Usage: "as serve's --kv-capacity-factor: bound K on engines of known KV capacity at this many times it"},
 			&cli.Float64Flag{Name: "kv-load-factor", EnvVars: env("eval-kv-load-factor"), Value: ring.DefaultKVLoadFactor, Usage: "as serve's --kv-load-factor: an engine may also hold this many times its capacity's share of the fleet's K"},
+			&cli.Float64Flag{Name: "pace-threshold", EnvVars: env("eval-pace-threshold"), Value: ring.DefaultPaceConfig().Threshold, Usage: "as serve's --pace-threshold: an engine this many times the fleet's median time to first token per prompt token has its load counted that many times over; 0: off"},
 			&cli.Float64Flag{Name: "group-memory", EnvVars: env("eval-group-memory"), Value: ring.DefaultGroupMemory, Usage: "as serve's --group-memory: where the engines' KV capacity is known, a shared prefix's copies take at most this share of the memory its traffic earns; 0: no cap"},
 			&cli.Uint64Flag{Name: "seed", EnvVars: env("eval-seed"), Value: 1, Usage: "workload and policy seed"},
 			&cli.StringFlag{Name: "out", EnvVars: env("eval-out"), Value: "eval-report", Usage: "report folder"},
@@ -103,7 +104,8 @@ func splitList[T any](name, s string, parse func(string) (T, error)) ([]T, error
 // evalConfig turns eval's flags into the study to run; warnings name flags
 // given that have no effect.
 func evalConfig(c *cli.Context) (cfg eval.Config, warnings []string, err error) {
-	if err := checkRanges(c, atLeast("requests", 0), atLeast("kv-min-bound", 0), within("kv-capacity-factor", 0, ring.MaxLoadFactor),
+	if err := checkRanges(c, atLeast("requests", 0), atLeast("kv-min-bound", 0),
+		paceThresholdRange(), within("kv-capacity-factor", 0, ring.MaxLoadFactor),
 		kvLoadFactorRange(), atLeast("group-memory", 0)); err != nil {
 		return cfg, nil, err
 	}
@@ -146,6 +148,9 @@ func evalConfig(c *cli.Context) (cfg eval.Config, warnings []string, err error) 
 	}
 	cfg.KVCapacityUnknown, cfg.KVAverage, cfg.KVMinBound = c.Bool("kv-capacity-unknown"), c.Bool("kv-average"), c.Int64("kv-min-bound")
 	cfg.KVCapacityFactor, cfg.KVLoadFactor = c.Float64("kv-capacity-factor"), c.Float64("kv-load-factor")
+	if cfg.PaceThreshold = c.Float64("pace-threshold"); cfg.PaceThreshold == 0 {
+		cfg.PaceThreshold = -1 // the flag's 0 is off; the Config's 0 is the default
+	}
 	if cfg.GroupMemory = c.Float64("group-memory"); cfg.GroupMemory == 0 {
 		cfg.GroupMemory = -1 // the flag's 0 is no cap; the Config's 0 is the default
 	}

@@ -148,7 +148,7 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 		atLeast("group-spread", 0), atLeast("group-memory", 0), atLeast("kv-min-bound", 0),
 		within("kv-capacity-factor", 0, ring.MaxLoadFactor),
 		kvLoadFactorRange(),
-		flagRange{"pace-threshold", func(v float64) bool { return v == 0 || v >= 1.5 && v <= ring.MaxLoadFactor }, fmt.Sprintf("0 (off) or between 1.5 and %v", ring.MaxLoadFactor)},
+		paceThresholdRange(),
 		atLeast("completion-history", 0), atLeast("max-body-bytes", 1), atLeast("max-retries", 0), atLeast("retry-timeout", 0),
 		positive("client-body-timeout"), positive("client-body-deadline"), positive("upstream-timeout"),
 		positive("stream-idle-timeout"), positive("client-write-timeout"), positive("client-idle-timeout"),

@@ -97,6 +97,9 @@ type Config struct {
 	// KVLoadFactor is serve's --kv-load-factor (0: the default;
 	// ring.Config.KVLoadFactor).
 	KVLoadFactor float64
+	// PaceThreshold is serve's --pace-threshold (0: the default; below 0:
+	// off; ring.PaceConfig.Threshold).
+	PaceThreshold float64
 	// GroupMemory is serve's --group-memory (0: the default,
 	// ring.DefaultGroupMemory; below 0: no cap, serve's 0).
 	GroupMemory float64
@@ -328,6 +331,12 @@ func (c Config) ring() ring.Config {
 	rc.KVAverage, rc.KVMinBound, rc.KVCapacityFactor, rc.KVLoadFactor = c.KVAverage, c.KVMinBound, c.KVCapacityFactor, c.KVLoadFactor
 	if c.GroupMemory != 0 {
 		rc.GroupMemory = max(c.GroupMemory, 0)
+	}
+	switch {
+	case c.PaceThreshold < 0:
+		rc.Pace = ring.PaceConfig{}
+	case c.PaceThreshold > 0:
+		rc.Pace.Threshold, rc.Pace.Max = c.PaceThreshold, max(rc.Pace.Max, c.PaceThreshold)
 	}
 	return rc
 }
