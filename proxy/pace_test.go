@@ -11,14 +11,16 @@ import (
 	"github.com/prefixring/prefixring/internal/memhttp"
 )
 
-// TestStreamsTellThePace: a streamed answer's first byte is its first
-// token, and the balancer's pace hears when it came; an engine answering
-// ten times later than the others is then counted slow. An answer sent
-// whole tells nothing (its first byte says how long the answer took). In
-// a bubble, so the engines' delays are exact.
-func TestStreamsTellThePace(t *testing.T) {
-	for _, stream := range []bool{true, false} {
-		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+// TestAnswersTellThePace: a streamed answer's first byte is its first
+// token, and the balancer's pace hears when it came; an answer sent whole
+// is timed as a whole answer. An engine answering ten times later than
+// the others is then counted slow either way. An error answer tells
+// nothing: it says nothing of how fast the engine answers. In a bubble,
+// so the engines' delays are exact.
+func TestAnswersTellThePace(t *testing.T) {
+	for _, mode := range []string{"stream", "whole", "error"} {
+		stream := mode == "stream"
+		t.Run(mode, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFixtureWith(t, 4, fixtureOpts{mem: memhttp.NewNet()})
 				for i, u := range f.ups {
@@ -29,6 +31,12 @@ func TestStreamsTellThePace(t *testing.T) {
 					u.setHandler(func(w http.ResponseWriter, r *http.Request) {
 						io.Copy(io.Discard, r.Body)
 						time.Sleep(delay)
+						if mode == "error" {
+							w.Header().Set("Content-Type", "application/json")
+							w.WriteHeader(http.StatusBadRequest)
+							io.WriteString(w, `{"error":{"message":"no","type":"BadRequestError","code":400}}`)
+							return
+						}
 						if stream {
 							w.Header().Set("Content-Type", "text/event-stream")
 							io.WriteString(w, "data: {}\n\ndata: [DONE]\n\n")
@@ -41,16 +49,16 @@ func TestStreamsTellThePace(t *testing.T) {
 				for i := range 120 {
 					body := fmt.Sprintf(`{"model":"m","stream":%v,"messages":[{"role":"user","content":"conversation %d"}]}`, stream, i)
 					resp := f.post(t, "/v1/chat/completions", body)
-					if got := readAll(t, resp.Body); resp.StatusCode != 200 {
+					if got := readAll(t, resp.Body); (resp.StatusCode == 200) != (mode != "error") {
 						t.Fatalf("%d %s", resp.StatusCode, got)
 					}
 					resp.Body.Close()
 				}
 				slow := mustID(t, f.ups[2].URL)
 				got := f.balancer.Pace().Factors()
-				if !stream {
+				if mode == "error" {
 					if len(got) != 0 {
-						t.Fatalf("answers sent whole made factors %v", got)
+						t.Fatalf("error answers made factors %v", got)
 					}
 					return
 				}

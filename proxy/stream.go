@@ -25,9 +25,11 @@ type timedBody struct {
 	lease    ring.Lease
 	rt       *Router
 	ctx      context.Context
-	// stream: the answer is server-sent events, so its first byte is
-	// its first token, and the lease's pace is told when it came.
-	stream bool
+	// answer: a 200, whose timing the lease's pace is told (an error
+	// says nothing of how fast the engine answers); stream: the answer is
+	// server-sent events, so its first byte is its first token, else the
+	// first byte comes with the whole answer.
+	answer, stream bool
 }
 
 func (b *timedBody) Read(p []byte) (int, error) {
@@ -36,8 +38,12 @@ func (b *timedBody) Read(p []byte) (int, error) {
 		now := time.Now()
 		b.sawBody, b.first = true, now.Sub(b.start)
 		b.lease.Settle()
-		if b.stream {
+		switch {
+		case !b.answer:
+		case b.stream:
 			b.lease.FirstToken(b.first, now)
+		default:
+			b.lease.WholeAnswer(b.first, now)
 		}
 	}
 	if err != nil {

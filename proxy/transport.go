@@ -221,6 +221,6 @@ func (t *retrying) send(out *http.Request, x *exchange) (*http.Response, error) 
 	}
 	resp.Body = newIdleBody(resp.Body, t.rt.cfg.StreamIdleTimeout, abandon)
 	resp.Body = &timedBody{ReadCloser: resp.Body, start: start, endpoint: id, lease: x.lease, rt: t.rt, ctx: client,
-		stream: isEventStream(resp.Header)}
+		answer: resp.StatusCode == http.StatusOK, stream: isEventStream(resp.Header)}
 	return resp, nil
 }

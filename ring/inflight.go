@@ -185,16 +185,26 @@ func (l Lease) Settle() {
 	}
 }
 
-// FirstToken tells the balancer that the request's first token came
-// after ttft, at time at: its [Pace] compares endpoints by it. Call it for
-// a streamed answer only, whose first byte is its first token (a whole
-// answer's first byte says how long the answer took). Only the first call
-// of a lease and its copies counts.
+// FirstToken tells the balancer that the request's streamed answer began
+// after ttft, at time at: its first byte is its first token, and the
+// balancer's [Pace] compares endpoints by it. Only the first call of
+// FirstToken or WholeAnswer on a lease and its copies counts.
 func (l Lease) FirstToken(ttft time.Duration, at time.Time) {
 	if l.h == nil || l.h.pace == nil || l.h.timed.Swap(true) {
 		return
 	}
 	l.h.pace.Observe(l.Endpoint, l.h.tokens, ttft, at)
+}
+
+// WholeAnswer tells the balancer that the request's answer, sent whole
+// (not streamed), came after d, at time at: [Pace] compares endpoints'
+// whole answers apart from their streams' first tokens. Tell it answers
+// only, not errors.
+func (l Lease) WholeAnswer(d time.Duration, at time.Time) {
+	if l.h == nil || l.h.pace == nil || l.h.timed.Swap(true) {
+		return
+	}
+	l.h.pace.ObserveWhole(l.Endpoint, d, at)
 }
 
 // Weight is what the lease counts now (0 once released).

@@ -94,13 +94,27 @@ func (c PaceConfig) Validate() error {
 type Pace struct {
 	cfg     PaceConfig
 	mu      sync.Mutex
-	eps     map[string]*paceSums
+	eps     map[string]*[channels]paceSums
 	factors atomic.Pointer[map[string]float64] // the slow endpoints' factors; nil or empty: none
 }
 
-// paceSums are one endpoint's faded sums of samples, as of at.
+// Two kinds of samples are compared apart, each against its own median:
+// a streamed answer's time to first token per prompt token (its first
+// byte is its first token), and an answer sent whole's time per answer
+// (its first byte comes when the whole answer is written, after a decode
+// as long as the answer, which does not depend on the endpoint: keys
+// hash evenly, so every endpoint's answers are alike in length).
+const (
+	streamed = iota
+	whole
+	channels
+)
+
+// paceSums are one endpoint's faded sums of one kind of sample, as of
+// at: the seconds they took, what they weigh (tokens plus the overhead
+// for streamed ones, 1 for whole answers), and their count.
 type paceSums struct {
-	seconds, tokens, n float64
+	seconds, weight, n float64
 	at                 time.Time
 }
 
@@ -109,35 +123,55 @@ func NewPace(cfg PaceConfig) *Pace {
 	if cfg.Threshold == 0 {
 		return nil
 	}
-	return &Pace{cfg: cfg, eps: map[string]*paceSums{}}
+	return &Pace{cfg: cfg, eps: map[string]*[channels]paceSums{}}
 }
 
 // fade brings s's sums to time at.
 func (s *paceSums) fade(at time.Time, halfLife time.Duration) {
 	if dt := at.Sub(s.at); dt > 0 {
 		k := math.Exp2(-float64(dt) / float64(halfLife))
-		s.seconds, s.tokens, s.n = s.seconds*k, s.tokens*k, s.n*k
+		s.seconds, s.weight, s.n = s.seconds*k, s.weight*k, s.n*k
+	}
+	if at.After(s.at) {
 		s.at = at
 	}
 }
 
-// Observe records that a request to endpoint id, weighed at tokens by its
-// pick, had its first token after ttft, at time at; and updates the
-// factors.
+// Observe records that a streamed request to endpoint id, weighed at
+// tokens by its pick, had its first token after ttft, at time at; and
+// updates the factors.
 func (p *Pace) Observe(id string, tokens int64, ttft time.Duration, at time.Time) {
-	if p == nil || ttft < 0 {
+	if p != nil {
+		p.observe(id, streamed, float64(max(tokens, 0)+p.cfg.Overhead), ttft, at)
+	}
+}
+
+// ObserveWhole records that endpoint id sent a whole answer after d, at
+// time at; and updates the factors.
+func (p *Pace) ObserveWhole(id string, d time.Duration, at time.Time) {
+	if p != nil {
+		p.observe(id, whole, 1, d, at)
+	}
+}
+
+func (p *Pace) observe(id string, ch int, weight float64, d time.Duration, at time.Time) {
+	if d < 0 {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := p.eps[id]
-	if s == nil {
-		s = &paceSums{at: at}
-		p.eps[id] = s
+	e := p.eps[id]
+	if e == nil {
+		e = &[channels]paceSums{}
+		for c := range e {
+			e[c].at = at
+		}
+		p.eps[id] = e
 	}
+	s := &e[ch]
 	s.fade(at, p.cfg.HalfLife)
-	s.seconds += ttft.Seconds()
-	s.tokens += float64(max(tokens, 0) + p.cfg.Overhead)
+	s.seconds += d.Seconds()
+	s.weight += weight
 	s.n++
 	p.update(at)
 }
@@ -158,41 +192,53 @@ func (p *Pace) Forget(ids []string) {
 }
 
 // update recomputes the factors at time at (zero: without fading); p.mu
-// must be held. An endpoint is compared when its faded count of samples
-// is at least MinSamples, and only where at least three are: with two,
-// neither can be told the slow one.
+// must be held. Per kind of sample, the yardstick is the lower median of
+// the endpoints with at least MinSamples (faded) samples, where at least
+// three have them: with two, neither can be told the slow one. An
+// endpoint whose rate is at least Threshold times it is slow, by a factor
+// f of its rate over the median (at most Max), taken in full while it
+// has MinSamples samples and in proportion below that: as a slow
+// endpoint's evidence fades (its keys spilled away), its factor falls
+// back to 1 by degrees, so its keys return a few at a time and measure it
+// again. Its factor is the larger of its two kinds'.
 func (p *Pace) update(at time.Time) {
-	type rate struct {
-		id string
-		r  float64
-	}
-	rates := make([]rate, 0, len(p.eps))
-	for id, s := range p.eps {
-		if !at.IsZero() {
-			s.fade(at, p.cfg.HalfLife)
-		}
-		if s.n >= p.cfg.MinSamples && s.tokens > 0 {
-			rates = append(rates, rate{id, s.seconds / s.tokens})
-		}
-	}
 	var next map[string]float64
-	if len(rates) >= 3 {
+	rs := make([]float64, 0, len(p.eps))
+	for ch := range channels {
+		rs = rs[:0]
+		for _, e := range p.eps {
+			s := &e[ch]
+			if !at.IsZero() {
+				s.fade(at, p.cfg.HalfLife)
+			}
+			if s.n >= p.cfg.MinSamples && s.weight > 0 {
+				rs = append(rs, s.seconds/s.weight)
+			}
+		}
+		if len(rs) < 3 {
+			continue
+		}
 		// The lower median: with half the fleet slow, the fast half is
 		// the yardstick.
-		rs := make([]float64, len(rates))
-		for i, r := range rates {
-			rs[i] = r.r
-		}
 		slices.Sort(rs)
-		if med := rs[(len(rs)-1)/2]; med > 0 {
-			for _, r := range rates {
-				if f := r.r / med; f >= p.cfg.Threshold {
-					if next == nil {
-						next = map[string]float64{}
-					}
-					next[r.id] = min(f, p.cfg.Max)
-				}
+		med := rs[(len(rs)-1)/2]
+		if med <= 0 {
+			continue
+		}
+		for id, e := range p.eps {
+			s := &e[ch]
+			if s.n <= 0 || s.weight <= 0 {
+				continue
 			}
+			f := s.seconds / s.weight / med
+			if f < p.cfg.Threshold {
+				continue
+			}
+			g := 1 + (min(f, p.cfg.Max)-1)*min(1, s.n/p.cfg.MinSamples)
+			if next == nil {
+				next = map[string]float64{}
+			}
+			next[id] = max(next[id], g)
 		}
 	}
 	p.factors.Store(&next)

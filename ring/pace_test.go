@@ -96,25 +96,61 @@ func TestPaceNeedsThreeEndpointsWithSamples(t *testing.T) {
 	}
 }
 
-// A slow endpoint's evidence fades while it takes no requests: it is then
-// compared no longer, takes its keys back and is measured again.
+// A slow endpoint's evidence fades while it takes no requests: its factor
+// falls back to 1 by degrees, so its keys return a few at a time and
+// measure it again.
 func TestPaceEvidenceFades(t *testing.T) {
 	cfg := DefaultPaceConfig()
 	p := NewPace(cfg)
 	at := observeRates(p, map[string]float64{"a": 50, "b": 50, "c": 50, "d": 500}, 20, epoch)
-	if p.Factor("d") == 1 {
-		t.Fatal("d not slow")
+	last := p.Factor("d")
+	if last < 9 {
+		t.Fatalf("d's factor %v, want about 10", last)
 	}
-	// The others keep being sampled; d gets nothing. After a few
-	// half-lives its ~20 samples fade under MinSamples.
-	at = observeRates(p, map[string]float64{"a": 50, "b": 50, "c": 50}, 100, at.Add(cfg.HalfLife))
-	if f := p.Factor("d"); f != 1 {
-		t.Fatalf("d's factor %v after %v without samples, want 1", f, at.Sub(epoch))
+	// The others keep being sampled; d gets nothing.
+	for k := range 6 {
+		at = observeRates(p, map[string]float64{"a": 50, "b": 50, "c": 50}, 100, at.Add(cfg.HalfLife-3*time.Second))
+		f := p.Factor("d")
+		if k >= 1 && f >= last {
+			t.Fatalf("after %v without samples d's factor is %v, %v before", at.Sub(epoch), f, last)
+		}
+		last = f
+	}
+	if last > 1.5 {
+		t.Fatalf("d's factor %v after %v without samples, want near 1", last, at.Sub(epoch))
 	}
 	// Measured again, and still slow.
 	observeRates(p, map[string]float64{"d": 500}, 20, at)
-	if p.Factor("d") == 1 {
-		t.Fatal("d measured slow again but not counted slow")
+	if f := p.Factor("d"); f < 9 {
+		t.Fatalf("d measured slow again: factor %v", f)
+	}
+}
+
+// Whole answers are compared apart from streams, each against its own
+// median: an endpoint slow at both is slow by the larger factor, and
+// streams that are all slow on one endpoint do not make its whole answers
+// the yardstick of the others'.
+func TestPaceWholeAnswers(t *testing.T) {
+	p := NewPace(DefaultPaceConfig())
+	at := epoch
+	for range 20 {
+		for _, id := range []string{"a", "b", "c", "d"} {
+			d := 2 * time.Second // a whole answer: its decode
+			if id == "b" {
+				d = 8 * time.Second
+			}
+			p.ObserveWhole(id, d, at)
+			at = at.Add(10 * time.Millisecond)
+		}
+	}
+	if got := p.Factors(); len(got) != 1 || got["b"] != 4 {
+		t.Fatalf("whole answers alone: factors %v, want b at 4", got)
+	}
+	// Streams, whose first tokens come in tens of milliseconds, have a
+	// median of their own: d is slow there.
+	observeRates(p, map[string]float64{"a": 50, "b": 50, "c": 50, "d": 300}, 20, at)
+	if got := p.Factors(); len(got) != 2 || got["b"] != 4 || got["d"] < 5.9 || got["d"] > 6.1 {
+		t.Fatalf("both kinds: factors %v, want b at 4 and d at 6", got)
 	}
 }
 

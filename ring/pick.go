@@ -246,14 +246,21 @@ func (s *State) fits(r *Ring, i int, w, limit int64, pw *weights, group uint64) 
 	return s.paced(id, s.load(id)+w) <= limit && s.kv.fits(r, i, s.nHealthy, pw, group)
 }
 
-// paced is load p on endpoint id as the bound counts it: p times the
-// endpoint's [Pace] factor, p itself on an endpoint that is not slow.
+// paced is load p on endpoint id as the bound counts it: p itself on an
+// endpoint that is not slow; on a slow one, what p and a request's fixed
+// cost take there, in the tokens an endpoint at the fleet's pace would
+// compute meanwhile: f·(p + overhead) − overhead, f its [Pace] factor. The
+// fixed cost counts because a step takes f times as long there too: a
+// cached turn of a few new tokens waits f steps' time for its first token
+// on a slow home, which its slack (the tokens it would recompute
+// elsewhere) need not cover.
 func (s *State) paced(id string, p int64) int64 {
 	f := s.pace.Factor(id)
 	if f == 1 {
 		return p
 	}
-	return int64(min(math.Ceil(f*float64(p)), math.MaxInt64/2))
+	o := float64(s.pace.cfg.Overhead)
+	return int64(min(math.Ceil(f*(float64(p)+o)-o), math.MaxInt64/2))
 }
 
 func (r *Ring) pick(req Request, pw weights, s *State) (int, Decision, error) {

@@ -151,6 +151,9 @@ func (f *fleet) endStep(ei int, end time.Duration) {
 		rec.OutputTokens, rec.CachedTokens = er.Output, er.CachedTokens
 		rec.PrefillComputed, rec.Preemptions = er.PrefillComputed, er.Preemptions
 		er.Prompt.Blocks = nil
+		if f.hold[i] { // not streamed: its first byte is its whole answer
+			f.leases[i].WholeAnswer(er.E2E(), epoch.Add(end))
+		}
 		f.leases[i].Release()
 	}
 	f.begin(fe)
