@@ -30,6 +30,7 @@ func TestQueuesGrewComparesTheThirdQuarterWithTheFirst(t *testing.T) {
 		{"steady", []float64{9, 9, 3, 3, 2, 2, 1, 1}, 1, 3, false},
 		{"grows past twice and the floor", []float64{0, 0, 40, 40, 5, 5, 4, 4}, 4, 40, true},
 		{"twice, not by the floor", []float64{0, 0, 17, 17, 5, 5, 4, 4}, 4, 17, false},
+		{"exactly twice and the floor", []float64{0, 0, 18, 18, 5, 5, 4, 4}, 4, 18, false},
 		{"only the last quarter grows", []float64{900, 900, 4, 4, 4, 4, 4, 4}, 4, 4, false},
 		{"a third quarter of one", []float64{0, 0, 30, 1}, 1, 0, false},
 	} {
