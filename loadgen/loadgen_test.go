@@ -221,19 +221,22 @@ func TestAnswersToOtherRequestsAreCaught(t *testing.T) {
 	}
 }
 
-// Failures are counted by kind: a 5xx, a 4xx, a stream cut before [DONE],
-// an error event in a stream, a body that is no completion, a timeout.
+// Failures are counted by kind: a 5xx (500 too), a 4xx, a stream cut
+// before [DONE], an error event in a stream, a body that is no completion
+// (streamed, or whole with no choices), a timeout.
 func TestErrorsAreCountedByKind(t *testing.T) {
 	cases := map[string]http.HandlerFunc{
-		ErrHTTP5xx: func(w http.ResponseWriter, r *http.Request) { http.Error(w, `{"error":{}}`, 503) },
-		ErrHTTP4xx: func(w http.ResponseWriter, r *http.Request) { http.Error(w, `{"error":{}}`, 400) },
+		ErrHTTP5xx:          func(w http.ResponseWriter, r *http.Request) { http.Error(w, `{"error":{}}`, 503) },
+		ErrHTTP5xx + "/500": func(w http.ResponseWriter, r *http.Request) { http.Error(w, `{"error":{}}`, 500) },
+		ErrHTTP4xx:          func(w http.ResponseWriter, r *http.Request) { http.Error(w, `{"error":{}}`, 400) },
 		ErrStream + "/cut": func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n")
 		},
 		ErrStream + "/event": func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(w, "data: {\"error\":{\"message\":\"upstream gone\",\"code\":\"stream_interrupted\"}}\n\ndata: [DONE]\n\n")
 		},
-		ErrDecode: func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "data: not json\n\n") },
+		ErrDecode:            func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "data: not json\n\n") },
+		ErrDecode + "/plain": func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"choices":[]}`) }, // not streamed, no answer
 		ErrTimeout: func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body) // so the server sees the client hang up
 			select {
@@ -247,7 +250,7 @@ func TestErrorsAreCountedByKind(t *testing.T) {
 			hs := httptest.NewServer(h)
 			defer hs.Close()
 			cfg := config(hs.URL)
-			cfg.Model, cfg.Stream, cfg.Concurrency = "m", true, 1
+			cfg.Model, cfg.Stream, cfg.Concurrency = "m", !strings.HasSuffix(name, "/plain"), 1
 			if name == ErrTimeout {
 				cfg.Timeout = 200 * time.Millisecond
 			}
