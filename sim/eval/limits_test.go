@@ -91,3 +91,14 @@ func TestAggregateGroupsRunsThatDifferOnlyInTheirSeed(t *testing.T) {
 		t.Errorf("%d points of %d runs (two seeds of one point), want %d:\n%s", len(aggs), len(runs), len(runs)-1, strings.Join(names, "\n"))
 	}
 }
+
+// Goals 2 and 4 are about loads up to ×2: a point at ×4 is in neither.
+func TestGoalsTwoAndFourLeaveOutLoadsPastTwice(t *testing.T) {
+	run := func(policy, workload string, mean float64) Result {
+		return Result{Grid: GridPolicies, Policy: policy, Workload: workload, Routers: 3, RateScale: 4, Endpoints: 8, Seed: 1,
+			HitRate: 0.5, TTFTMeanMS: mean, TTFTP50MS: mean, TTFTP99MS: mean}
+	}
+	md := Markdown([]Result{run("chwbl", "agentic", 10), run("round-robin", "agentic", 20),
+		run("chwbl", "trace:x/conversation_trace.jsonl", 10), run("round-robin", "trace:x/conversation_trace.jsonl", 20)}, "test")
+	reportHas(t, md, "Met at 0 of 0 points.", "Not checked: the study did not replay the conversation trace")
+}
