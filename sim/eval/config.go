@@ -56,7 +56,6 @@ type Grid struct {
 // The grids of the default study.
 const (
 	GridPolicies  = "policies"  // every policy, every workload and load, 3 routers
-	GridOverload  = "overload"  // a trace at ×4: what goal 6 compares, when GridPolicies stops at ×2
 	GridReplicas  = "replicas"  // the per-replica policies at 1 and 8 routers
 	GridBound     = "bound"     // c and the floor
 	GridSignal    = "signal"    // the load signal, and prefixring before the study

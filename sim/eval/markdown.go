@@ -69,27 +69,6 @@ func values[T comparable](s set, f func(Result) T) []T {
 	return out
 }
 
-// point is one workload at one load: the unit the goals are checked on.
-type loadPoint struct {
-	workload string
-	rate     float64
-}
-
-func points3(s set) []loadPoint {
-	var out []loadPoint
-	for _, r := range s {
-		p := loadPoint{r.Workload, r.RateScale}
-		if !slices.Contains(out, p) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func (s set) at(p loadPoint) set {
-	return s.where(func(r Result) bool { return r.Workload == p.workload && r.RateScale == p.rate })
-}
-
 func mean(r Result) float64   { return r.TTFTMeanMS }
 func median(r Result) float64 { return r.TTFTP50MS }
 func p99(r Result) float64    { return r.TTFTP99MS }
@@ -332,24 +311,4 @@ func fptr(p *float64, digits int) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.*f", digits, *p)
-}
-
-func minPtr(s set, f func(Result) *float64) *float64 {
-	var out *float64
-	for _, r := range s {
-		if v := f(r); v != nil && (out == nil || *v < *out) {
-			out = v
-		}
-	}
-	return out
-}
-
-func maxPtr(s set, f func(Result) *float64) *float64 {
-	var out *float64
-	for _, r := range s {
-		if v := f(r); v != nil && (out == nil || *v > *out) {
-			out = v
-		}
-	}
-	return out
 }

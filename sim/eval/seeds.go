@@ -75,16 +75,6 @@ func rangeOf(v []float64, digits int) string {
 	return lo + "–" + hi
 }
 
-// bySeed returns the run of seed s.
-func (a agg) bySeed(s uint64) (Result, bool) {
-	for _, r := range a.runs {
-		if r.Seed == s {
-			return r, true
-		}
-	}
-	return Result{}, false
-}
-
 // fired is the share of picks where the bound fired (NaN: not a bounded
 // policy).
 func fired(r Result) float64 {
