@@ -102,3 +102,20 @@ func TestGoalsTwoAndFourLeaveOutLoadsPastTwice(t *testing.T) {
 		run("chwbl", "trace:x/conversation_trace.jsonl", 10), run("round-robin", "trace:x/conversation_trace.jsonl", 20)}, "test")
 	reportHas(t, md, "Met at 0 of 0 points.", "Not checked: the study did not replay the conversation trace")
 }
+
+// Goal 2 counts a point that prefixring meets on some seeds and no policy
+// meets on all as one that no policy meets, and calls its bound idle only
+// where it fired on no seed.
+func TestGoalBestCountsEverySeed(t *testing.T) {
+	run := func(seed uint64, policy string, mean, fired float64) Result {
+		f := fired
+		return Result{Grid: GridPolicies, Policy: policy, Workload: "agentic", Routers: 3, RateScale: 1, Endpoints: 8, Seed: seed,
+			HitRate: 0.9, TTFTMeanMS: mean, TTFTP99MS: mean, BoundFired: &f}
+	}
+	md := Markdown([]Result{run(1, "chwbl", 20, 0), run(1, "chash", 30, 0), run(1, "round-robin", 40, 0),
+		run(2, "chwbl", 30, 0.1), run(2, "chash", 20, 0), run(2, "round-robin", 40, 0)}, "test")
+	reportHas(t, md, "| **missed** (1 of 2 seeds) |", "points no policy meets, prefixring included: 1 of 1.")
+	if strings.Contains(md, "bound idle") {
+		t.Errorf("a bound that fired on seed 2 is called idle:\n%s", md)
+	}
+}
