@@ -116,6 +116,10 @@ func evalConfig(c *cli.Context) (cfg eval.Config, warnings []string, err error) 
 			return cfg, nil, err
 		}
 		cfg.Grids, cfg.Seeds, cfg.Requests = []eval.Grid{g}, nil, 0
+		if !c.IsSet("min-bound") && len(g.Signals) > 1 && slices.Contains(g.Signals, ring.SignalRequests) {
+			warnings = append(warnings, fmt.Sprintf("--signal requests beside another signal takes --min-bound %v, a floor of that many requests that the bound never reaches: run requests apart (its floor is then %d) or set --min-bound",
+				g.MinBounds, ring.DefaultMinRequests))
+		}
 		axis := gridFlags[slices.IndexFunc(gridFlags, c.IsSet)]
 		for _, f := range []string{"full", "traces"} {
 			if c.IsSet(f) {
@@ -272,6 +276,12 @@ func customGrid(c *cli.Context) (eval.Grid, error) {
 		if err := step(); err != nil {
 			return g, err
 		}
+	}
+	// The floor is in the signal's unit: serve's default under requests
+	// is 4, and tokens' 16384 would be a floor no count of requests
+	// reaches, a bound that never fires.
+	if !c.IsSet("min-bound") && slices.Equal(g.Signals, []ring.Signal{ring.SignalRequests}) {
+		g.MinBounds = []int64{ring.DefaultMinRequests}
 	}
 	return g, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/prefixring/prefixring/internal/e2etest"
+	"github.com/prefixring/prefixring/ring"
 	"github.com/prefixring/prefixring/sim/eval"
 )
 
@@ -141,6 +142,33 @@ func TestEvalFlagsSayWhatCannotAct(t *testing.T) {
 					t.Errorf("%s %v: warnings %v, want one naming %s", axis, args, w, name)
 				}
 			}
+		}
+	}
+}
+
+// TestEvalRequestsSignalTakesItsFloor: the floor is in the signal's
+// unit, so --signal requests alone takes serve's floor of 4 requests, not
+// tokens' 16384 (a bound that never fires); beside another signal it is
+// warned about; a --min-bound given is kept.
+func TestEvalRequestsSignalTakesItsFloor(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		floor []int64
+		warn  bool
+	}{
+		{[]string{"--signal=requests"}, []int64{ring.DefaultMinRequests}, false},
+		{[]string{"--signal=requests", "--min-bound=8"}, []int64{8}, false},
+		{[]string{"--signal=tokens"}, []int64{16384}, false},
+		{[]string{"--signal=tokens,requests"}, []int64{16384}, true},
+		{[]string{"--signal=tokens,requests", "--min-bound=4"}, []int64{4}, false},
+	} {
+		cfg, w, err := runEvalFlags(t, tc.args...)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		warned := slices.ContainsFunc(w, func(s string) bool { return strings.Contains(s, "--signal requests") })
+		if got := cfg.Grids[0].MinBounds; !slices.Equal(got, tc.floor) || warned != tc.warn {
+			t.Errorf("%v: floor %v, warned %v (%v); want %v, %v", tc.args, got, warned, w, tc.floor, tc.warn)
 		}
 	}
 }
