@@ -121,13 +121,14 @@
 //
 // # Slow endpoints
 //
-// With [Config.Pace] (on by default) each replica measures its endpoints'
-// streamed time to first token per prompt token ([Lease.FirstToken]), and
-// an endpoint at least [PaceConfig.Threshold] (3) times the fleet's lower
-// median has its P counted that many times over, by P's bound and by the
-// fallback's choice of the least loaded (see pace.go). An endpoint within
-// the threshold, every endpoint of an even fleet, is bounded as above: the
-// worst cases above are those of P times the factor.
+// With [Config.Pace] (on by default) each replica times its endpoints'
+// answers ([Lease.FirstToken] for streams, [Lease.WholeAnswer] for
+// answers sent whole), and an endpoint at least [PaceConfig.Threshold] (3)
+// times the fleet's lower median is slow by a factor f: P's bound and the
+// fallback's choice of the least loaded read its P as f·(P + o) − o, o
+// [PaceConfig.Overhead] (see pace.go). The worst cases above hold for that
+// reading, so a slow endpoint's own P stays lower. An endpoint within the
+// threshold is bounded as above.
 //
 // # Groups
 //
