@@ -18,22 +18,25 @@ import (
 // (HAProxy's CHWBL) does steer, by the requests its slowness keeps in
 // flight, but only as far as c·average allows.
 //
-// Pace measures it directly. Each replica records, per endpoint, its
-// streamed requests' time to first token against the prompt tokens the
-// pick weighed them at (a home's turn its new tokens), and compares the
-// endpoints' time per token. An endpoint whose pace is at least
-// [PaceConfig.Threshold] times the fleet's median has its P counted that
-// many times over by the bound (State.paced): a ten-times-slow engine
-// reaches the bound at a tenth of the prefill, so its keys spill to their
+// Pace measures it directly. Each replica times its own answers per
+// endpoint: a streamed answer's time to first token against the prompt
+// tokens the pick weighed it at (a home's turn its new tokens), and an
+// answer sent whole by its time (see [Pace.update] for how the two are
+// compared). An endpoint at least [PaceConfig.Threshold] times slower
+// than the fleet's median is slow by a factor f, and the bound reads its
+// P as f·(P + overhead) − overhead (State.paced): a ten-times-slow engine
+// reaches the bound at a tenth of the prefill, and a cached turn does not
+// stay at a slow home for its history's sake, so its keys spill to their
 // next candidates unless it is nearly idle. An engine within the
-// threshold, which is every engine of an even fleet, is bounded as
-// before, so the factor changes no pick there.
+// threshold, as every engine of an even fleet is below overload, is
+// bounded as before.
 //
 // The evidence fades with time ([PaceConfig.HalfLife]). An engine whose
-// keys spilled away gets few samples; once its evidence falls under
-// [PaceConfig.MinSamples] it is compared no longer, takes its keys back,
-// and is measured again: a slow engine is retried as Envoy's outlier
-// detection retries an ejected host, and one that recovered is seen to.
+// keys spilled away gets few samples; as its evidence falls under
+// [PaceConfig.MinSamples] its factor shrinks, its keys come back a few at
+// a time, and it is measured again: a slow engine is retried as Envoy's
+// outlier detection retries an ejected host, and one that recovered is
+// seen to.
 //
 // Each replica measures its own requests, so replicas can disagree on an
 // engine's factor near the threshold; a ten-times-slow engine is far from
@@ -41,9 +44,10 @@ import (
 
 // PaceConfig configures [Pace]. The zero value turns it off.
 type PaceConfig struct {
-	// Threshold is how many times the fleet's median time per token an
-	// endpoint must take before its P is counted as slow; 0 turns Pace
-	// off, else at least 1.5.
+	// Threshold is how many times the fleet's median time (per token of a
+	// stream's first token, per whole answer) an endpoint must take
+	// before its P is counted at its pace; 0 turns Pace off, else at
+	// least 1.5.
 	Threshold float64
 	// HalfLife is how fast old samples fade; > 0 where Threshold is set.
 	HalfLife time.Duration
@@ -62,8 +66,10 @@ type PaceConfig struct {
 // median's time per token is slow (an even fleet's homes, loaded
 // differently by hashing, stay well under it: docs/routing.md, "Slow
 // engines"), samples fade with a half-life of 10 s, 8 are needed, a
-// request's fixed cost is worth 256 tokens (an H100 step of 8192 tokens
-// takes about 0.5 s; a decode step 10-20 ms), and a factor is at most 32.
+// request's fixed cost is worth 256 tokens (about one step: Llama-3.1-8B
+// on an H100 decodes a step in 7-9 ms and prefills 8192 tokens in about
+// 246 ms, 256 in about 8: ../shared/calibration), and a factor is at most
+// 32.
 func DefaultPaceConfig() PaceConfig {
 	return PaceConfig{Threshold: 3, HalfLife: 10 * time.Second, MinSamples: 8, Overhead: 256, Max: 32}
 }
