@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // The worst faults a gateway can have: a client given another client's
@@ -95,7 +96,8 @@ func echoUpstream(fail func(id int) bool) http.HandlerFunc {
 // prefix of its own; and every lease and body must be given back.
 func TestEveryClientGetsItsOwnAnswer(t *testing.T) {
 	poisonRecycled(t)
-	f := newFixture(t, 3)
+	holds := &countedHolds{}
+	f := newFixtureWith(t, 3, fixtureOpts{targets: func(in Targets) Targets { holds.Targets = in; return holds }})
 	f.observed.inner = ignore{} // the 503s must not eject anything: this test is about answers
 	for k, u := range f.ups {
 		u.setHandler(echoUpstream(func(id int) bool { return k == 0 && id%3 == 0 }))
@@ -142,6 +144,9 @@ func TestEveryClientGetsItsOwnAnswer(t *testing.T) {
 	wg.Wait()
 	waitIdle(t, f)
 	waitFor(t, "every request body to go back to the pool", func() bool { return liveBodies.Load() == before })
+	if n := holds.open.Load(); n != 0 {
+		t.Fatalf("%d holds on endpoints never released", n)
+	}
 	t.Logf("%d answered in full, %d streams abandoned; %d retries counted", answered.Load(), abandoned.Load(), int(counterSum(t, f, "prefixring_retries_total")))
 	if counterSum(t, f, "prefixring_retries_total") == 0 {
 		t.Fatal("no request was retried; the test proves less than it claims")
@@ -283,18 +288,17 @@ func TestNoRetryAfterTheClientLeft(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.srv.URL+"/v1/completions", strings.NewReader(`{"model":"m","prompt":"x"}`))
-	done := make(chan error, 1)
+	done := make(chan struct{}, 1)
 	go func() {
-		resp, err := f.srv.Client().Do(req)
-		if err == nil {
+		if resp, err := f.srv.Client().Do(req); err == nil {
 			resp.Body.Close()
 		}
-		done <- err
+		done <- struct{}{}
 	}()
-	<-arrived
+	within(t, arrived, "the first try")
 	cancel()
-	<-done
-	<-ended
+	within(t, done, "the client's request to end")
+	within(t, ended, "the first try to be ended")
 	waitIdle(t, f) // the handler has returned: no try is left to come
 	if n := counting.tries.Load(); n != 1 {
 		t.Fatalf("%d tries sent for a client that had left after the first", n)
@@ -350,7 +354,7 @@ func TestAbandonedAnswerIsNeverTheNextClients(t *testing.T) {
 			}
 			cancel()
 			resp.Body.Close()
-			<-ended
+			within(t, ended, "the abandoned upstream request to be ended")
 			for i := range 20 {
 				body := fmt.Sprintf(`{"model":"m","prompt":"next client %d"}`, i)
 				resp := f.post(t, "/v1/completions", body)
@@ -398,4 +402,63 @@ func TestHopByHopHeadersStopAtTheRouter(t *testing.T) {
 	if h.Get("X-Request-Id") != "req-1" || resp.Header.Get("X-Request-Id") != "req-1" {
 		t.Errorf("X-Request-Id not passed both ways: %q up, %q down", h.Get("X-Request-Id"), resp.Header.Get("X-Request-Id"))
 	}
+}
+
+// within waits for a value on ch, failing the test after 10 s.
+func within[T any](t *testing.T, ch <-chan T, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// countedHolds counts the holds on endpoints not yet released.
+type countedHolds struct {
+	Targets
+	open atomic.Int64
+}
+
+func (c *countedHolds) Hold(id string) (context.Context, func()) {
+	c.open.Add(1)
+	alive, release := c.Targets.Hold(id)
+	var once sync.Once
+	return alive, func() { once.Do(func() { c.open.Add(-1); release() }) }
+}
+
+// TestFailedTryLeavesNoConnectionBehind: a failed try's answer (a 503,
+// retried elsewhere) too large to drain is closed when the retry starts,
+// and with it its upstream connection: it is not held open for as long
+// as the retried request runs (a stream: minutes).
+func TestFailedTryLeavesNoConnectionBehind(t *testing.T) {
+	f := newFixture(t, 2)
+	f.observed.inner = ignore{}
+	large := `{"error":{"message":"` + strings.Repeat("x", 200<<10) + `"}}` // more than the router drains
+	var tries atomic.Int64
+	var failed atomic.Pointer[fakeServer]
+	release := make(chan struct{})
+	defer close(release)
+	for _, u := range f.ups {
+		u.setHandler(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			if tries.Add(1) == 1 {
+				failed.Store(u)
+				answer(503, "application/json", large)(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, chunk, "Paris")
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		})
+	}
+	resp := f.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if line, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	waitFor(t, "the failed try's connection to close while the stream runs", func() bool { return failed.Load().open.Load() == 0 })
 }
