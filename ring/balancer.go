@@ -366,7 +366,12 @@ func (b *Balancer) acquire(req Request, local bool) (Lease, error) {
 	if asHome && pw.homeTokens > 0 {
 		tokens = pw.homeTokens
 	}
-	return b.lease(req, s.ring.ids[i], d, w, settle, tokens, pw), nil
+	l := b.lease(req, s.ring.ids[i], d, w, settle, tokens, pw)
+	if l.h.pace != nil {
+		// A busy endpoint's answers time its queue, not its pace.
+		l.h.quiet = st.quiet(s.ring, i)
+	}
+	return l, nil
 }
 
 // lease counts req on id: w in P until Settle lowers it to settle, and

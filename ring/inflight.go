@@ -161,6 +161,7 @@ type hold struct {
 	settle int64        // the weight after Settle
 	kv     kvHold       // counted in K until Release
 	pace   *Pace        // told the first token (nil: nobody)
+	quiet  quietness    // what the endpoint held when it was picked
 	tokens int64        // what the pick weighed the prompt at, in tokens
 	timed  atomic.Bool  // the first token was told
 }
@@ -190,7 +191,7 @@ func (l Lease) Settle() {
 // balancer's [Pace] compares endpoints by it. Only the first call of
 // FirstToken or WholeAnswer on a lease and its copies counts.
 func (l Lease) FirstToken(ttft time.Duration, at time.Time) {
-	if l.h == nil || l.h.pace == nil || l.h.timed.Swap(true) {
+	if l.h == nil || l.h.pace == nil || l.h.quiet != quiet || l.h.timed.Swap(true) {
 		return
 	}
 	l.h.pace.Observe(l.Endpoint, l.h.tokens, ttft, at)
@@ -201,7 +202,7 @@ func (l Lease) FirstToken(ttft time.Duration, at time.Time) {
 // whole answers apart from their streams' first tokens. Tell it answers
 // only, not errors.
 func (l Lease) WholeAnswer(d time.Duration, at time.Time) {
-	if l.h == nil || l.h.pace == nil || l.h.timed.Swap(true) {
+	if l.h == nil || l.h.pace == nil || l.h.quiet == busyMemory || l.h.timed.Swap(true) {
 		return
 	}
 	l.h.pace.ObserveWhole(l.Endpoint, d, at)

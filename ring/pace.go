@@ -19,10 +19,13 @@ import (
 // flight, but only as far as c·average allows.
 //
 // Pace measures it directly. Each replica times its own answers per
-// endpoint: a streamed answer's time to first token against the prompt
-// tokens the pick weighed it at (a home's turn its new tokens), and an
-// answer sent whole by its time (see [Pace.update] for how the two are
-// compared). An endpoint at least [PaceConfig.Threshold] times slower
+// endpoint, those of requests that found the endpoint quiet (State.quiet:
+// a busy engine is slow because it is busy, which the bound already
+// weighs; counted, its answers made an even fleet's hot engines read as
+// slow in the demo's memory-bound waves): a streamed answer's time to
+// first token against the prompt tokens the pick weighed it at (a home's
+// turn its new tokens), and an answer sent whole by its time (see
+// [Pace.update] for how the two are compared). An endpoint at least [PaceConfig.Threshold] times slower
 // than the fleet's median is slow by a factor f, and the bound reads its
 // P as f·(P + overhead) − overhead (State.paced): a ten-times-slow engine
 // reaches the bound at a tenth of the prefill, and a cached turn does not
@@ -122,6 +125,9 @@ const (
 type paceSums struct {
 	seconds, weight, n float64
 	at                 time.Time
+	// slow: the endpoint was found slow on this kind with MinSamples
+	// samples, and its factor has not yet faded back to 1.
+	slow bool
 }
 
 // NewPace returns a Pace; nil when cfg turns it off.
@@ -237,10 +243,23 @@ func (p *Pace) update(at time.Time) {
 				continue
 			}
 			f := s.seconds / s.weight / med
-			if f < p.cfg.Threshold {
+			switch {
+			case f < p.cfg.Threshold:
+				s.slow = false
+			case s.n >= p.cfg.MinSamples:
+				s.slow = true
+			}
+			if !s.slow {
+				// Fewer than MinSamples samples of an endpoint not yet
+				// found slow (a new one, or one's first requests after
+				// a cold start) are not evidence enough.
 				continue
 			}
 			g := 1 + (min(f, p.cfg.Max)-1)*min(1, s.n/p.cfg.MinSamples)
+			if g < 1+1.0/64 {
+				s.slow = false // faded: measured afresh from here
+				continue
+			}
 			if next == nil {
 				next = map[string]float64{}
 			}

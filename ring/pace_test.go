@@ -313,3 +313,71 @@ func TestFallbackAvoidsASlowEndpoint(t *testing.T) {
 		t.Fatalf("an unkeyed request went to the slow endpoint at 5000 tokens (50000 at its pace) against 30000")
 	}
 }
+
+// A request sent to an endpoint that already holds more than P's floor,
+// or more than half its KV capacity, measures its queue, not its pace: its
+// streamed first token does not count, and a busy endpoint is not taken
+// for a slow one. An answer sent whole is timed by its decode, which
+// queued prefill barely slows: only memory keeps it from counting. Idle
+// again, every answer counts.
+func TestBusyEndpointsAnswersDoNotCount(t *testing.T) {
+	for _, tc := range []struct {
+		busy  string
+		whole bool
+		count bool
+	}{
+		{"prefill", false, false},
+		{"prefill", true, true},
+		{"memory", false, false},
+		{"memory", true, false},
+		{"", false, true},
+		{"", true, true},
+	} {
+		cfg := DefaultConfig()
+		cfg.MinBound = 1 << 20 // so that P's bound takes the busy endpoint's keys too
+		b, err := NewBalancer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var eps []Endpoint
+		for _, id := range []string{"a", "b", "c", "d"} {
+			eps = append(eps, Endpoint{ID: id, Healthy: true, KVCapacity: 100000})
+		}
+		if err := b.Update(eps); err != nil {
+			t.Fatal(err)
+		}
+		const hot = "c"
+		switch tc.busy {
+		case "prefill":
+			held := b.AcquireOn(Request{Tokens: quietTokens + 1}, hot, DecisionFallback)
+			defer held.Release()
+		case "memory": // prefill over (settled), its prompt still held in KV
+			held := b.AcquireOn(Request{Tokens: 50001}, hot, DecisionFallback)
+			held.Settle()
+			defer held.Release()
+		}
+		rng := rand.New(rand.NewPCG(5, 6))
+		at := epoch
+		for range 400 {
+			l, err := b.Acquire(Request{Key: rng.Uint64(), Keyed: true, Tokens: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms := 50.0
+			if l.Endpoint == hot {
+				ms = 500
+			}
+			if d := time.Duration(ms * float64(time.Millisecond)); tc.whole {
+				l.WholeAnswer(d, at)
+			} else {
+				l.FirstToken(d, at)
+			}
+			l.Release()
+			at = at.Add(10 * time.Millisecond)
+		}
+		got := b.Pace().Factors()
+		if tc.count != (got[hot] >= 9) || len(got) > 1 {
+			t.Errorf("busy with %q, whole %v: factors %v, want %s about 10: %v", tc.busy, tc.whole, got, hot, tc.count)
+		}
+	}
+}

@@ -246,6 +246,46 @@ func (s *State) fits(r *Ring, i int, w, limit int64, pw *weights, group uint64) 
 	return s.paced(id, s.load(id)+w) <= limit && s.kv.fits(r, i, s.nHealthy, pw, group)
 }
 
+// quietness is what an endpoint held when a request was sent there: so
+// little that the request's answer times the engine's pace, not its
+// queue (quiet); more than P's default floor of prefill (busyPrefill),
+// which a streamed answer's first token waits behind; or, where its KV
+// capacity is known, more than half of it in K (busyMemory), which any
+// answer may wait for. An answer sent whole is timed by its decode, which
+// batching barely slows, so only memory makes it the queue's. A slow
+// engine is quiet at light load, where P's bound alone never steers off
+// it; a busy one's answers are slow because it is busy, which the bound
+// already weighs.
+type quietness uint8
+
+const (
+	quiet quietness = iota
+	busyPrefill
+	busyMemory
+)
+
+// quiet reports endpoint i's quietness (see [quietness]).
+func (s *State) quiet(r *Ring, i int) quietness {
+	id := r.ids[i]
+	if i < len(s.kv.cap) && s.kv.cap[i] > 0 && s.kv.loads != nil && s.kv.loads.Load(id) > s.kv.cap[i]/2 {
+		return busyMemory
+	}
+	if s.bound.Own == 0 { // requests: P counts requests, not tokens
+		if s.load(id) > 1 {
+			return busyPrefill
+		}
+	} else if s.load(id) > quietTokens {
+		return busyPrefill
+	}
+	return quiet
+}
+
+// quietTokens is the prefill an endpoint may hold and still measure its
+// pace: P's default floor, below which P's bound never steers off a slow
+// engine (above it, the bound's relative term does, by the prefill its
+// slowness keeps queued).
+const quietTokens = 16384
+
 // paced is load p on endpoint id as the bound counts it: p itself on an
 // endpoint that is not slow; on a slow one, what p and a request's fixed
 // cost take there, in the tokens an endpoint at the fleet's pace would
