@@ -148,7 +148,7 @@ var (
 	healthyDesc = prometheus.NewDesc("prefixring_endpoint_healthy", "1 if the endpoint is in the candidate set.", []string{"endpoint"}, nil)
 	boundDesc   = prometheus.NewDesc("prefixring_load_bound", "The load above which an endpoint spills a key's smallest request, in the load signal's unit.", nil, nil)
 	paceDesc    = prometheus.NewDesc("prefixring_endpoint_pace",
-		"How many times over the bound counts the endpoint's load: 1, or its time to first token per prompt token over the fleet's median where this replica measured it as slow (--pace-threshold).", []string{"endpoint"}, nil)
+		"The factor f at which the bound reads the endpoint's load, as f·(load + 256) − 256: 1, or its answers' time over the fleet's median where this replica measured it as slow (--pace-threshold; docs/routing.md, \"Slow engines\").", []string{"endpoint"}, nil)
 )
 
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {

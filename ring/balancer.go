@@ -79,8 +79,9 @@ type Config struct {
 	// on H100-sized caches it never binds below GroupSpread. Default
 	// 0.25 ([DefaultGroupMemory]).
 	GroupMemory float64
-	// Pace counts a much slower endpoint's P that many times over (see
-	// [Pace]); the zero value is off. Default [DefaultPaceConfig].
+	// Pace measures each endpoint's pace from its answers, and P's bound
+	// reads a much slower endpoint's load at its pace (see [Pace]); the
+	// zero value is off. Default [DefaultPaceConfig].
 	Pace PaceConfig
 }
 
@@ -205,7 +206,7 @@ func NewBalancer(cfg Config) (*Balancer, error) {
 func (b *Balancer) Inflight() *Inflight { return b.inflight }
 
 // Pace returns the balancer's measure of its endpoints' pace (nil: off):
-// its leases' [Lease.FirstToken] feed it.
+// its leases' [Lease.FirstToken] and [Lease.WholeAnswer] feed it.
 func (b *Balancer) Pace() *Pace { return b.pace }
 
 // SetEndpoints replaces the endpoint set with ids, all healthy.
@@ -483,8 +484,9 @@ type EndpointStatus struct {
 	// KVCapacity bounds it where known (0: unknown).
 	KV         int64 `json:"kv"`
 	KVCapacity int64 `json:"kv_capacity,omitempty"`
-	// Pace is how many times over the bound counts Load: 1 unless this
-	// replica measured the endpoint as slow ([Pace]).
+	// Pace is the factor f at which the bound reads Load, as
+	// f·(Load + overhead) − overhead: 1 unless this replica measured the
+	// endpoint as slow ([Pace]).
 	Pace float64 `json:"pace"`
 }
 

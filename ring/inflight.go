@@ -160,10 +160,10 @@ type hold struct {
 	w      atomic.Int64 // the weight counted now; -1 once released
 	settle int64        // the weight after Settle
 	kv     kvHold       // counted in K until Release
-	pace   *Pace        // told the first token (nil: nobody)
+	pace   *Pace        // told the answer's time (nil: nobody)
 	quiet  quietness    // what the endpoint held when it was picked
 	tokens int64        // what the pick weighed the prompt at, in tokens
-	timed  atomic.Bool  // the first token was told
+	timed  atomic.Bool  // an answer was timed (FirstToken, WholeAnswer)
 }
 
 // Settle lowers the lease's weight to what a request weighs once its

@@ -270,7 +270,7 @@ func (s *State) quiet(r *Ring, i int) quietness {
 	if i < len(s.kv.cap) && s.kv.cap[i] > 0 && s.kv.loads != nil && s.kv.loads.Load(id) > s.kv.cap[i]/2 {
 		return busyMemory
 	}
-	if s.bound.Own == 0 { // requests: P counts requests, not tokens
+	if s.bound.Own == 0 { // requests: P counts requests; one in flight is quiet
 		if s.load(id) > 1 {
 			return busyPrefill
 		}
