@@ -63,7 +63,7 @@ func evalCommand() *cli.Command {
 			&cli.Int64Flag{Name: "kv-min-bound", EnvVars: env("eval-kv-min-bound"), Usage: "as serve's --kv-min-bound: with --kv-average, every engine may hold this many KV tokens whatever the average"},
 			&cli.Float64Flag{Name: "kv-capacity-factor", EnvVars: env("eval-kv-capacity-factor"), Value: ring.DefaultKVCapacityFactor, Usage: "as serve's --kv-capacity-factor: bound K on engines of known KV capacity at this many times it"},
 			&cli.Float64Flag{Name: "kv-load-factor", EnvVars: env("eval-kv-load-factor"), Value: ring.DefaultKVLoadFactor, Usage: "as serve's --kv-load-factor: an engine may also hold this many times its capacity's share of the fleet's K"},
-			&cli.Float64Flag{Name: "pace-threshold", EnvVars: env("eval-pace-threshold"), Value: ring.DefaultPaceConfig().Threshold, Usage: "as serve's --pace-threshold: an engine this many times the fleet's median time to first token per prompt token has its load counted that many times over; 0: off"},
+			&cli.Float64Flag{Name: "pace-threshold", EnvVars: env("eval-pace-threshold"), Value: ring.DefaultPaceConfig().Threshold, Usage: "as serve's --pace-threshold: an engine whose answers take this many times the fleet's median has its load read at its pace; 0: off"},
 			&cli.Float64Flag{Name: "group-memory", EnvVars: env("eval-group-memory"), Value: ring.DefaultGroupMemory, Usage: "as serve's --group-memory: where the engines' KV capacity is known, a shared prefix's copies take at most this share of the memory its traffic earns; 0: no cap"},
 			&cli.Uint64Flag{Name: "seed", EnvVars: env("eval-seed"), Value: 1, Usage: "workload and policy seed"},
 			&cli.StringFlag{Name: "out", EnvVars: env("eval-out"), Value: "eval-report", Usage: "report folder"},
