@@ -88,6 +88,19 @@ func TestLeaveIsBoundedByItsTimeoutWhenPeersAreBlackHoled(t *testing.T) {
 	})
 }
 
+// leaverHolding4 starts three agreed replicas and has r2 hold four
+// requests, which every replica then counts: the replica the leave tests
+// make leave.
+func (c *cluster) leaverHolding4(t *testing.T) *replica {
+	c.startAgreed(3)
+	r2 := c.reps["r2"]
+	for i := range 4 {
+		r2.hold(t, uint64(i))
+	}
+	c.waitAgreed(time.Second, func(v string) bool { return strings.HasPrefix(v, "total=4 ") })
+	return r2
+}
+
 // TestLeaveTellsLivePeers: with its peers reachable, a replica that leaves
 // is gone from their members and from their counts as soon as Leave
 // returns, long before a failure detector or StaleAfter would have noticed.
@@ -95,12 +108,7 @@ func TestLeaveTellsLivePeers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 44)
 		defer c.stopAll()
-		c.startAgreed(3)
-		r2 := c.reps["r2"]
-		for i := range 4 {
-			r2.hold(t, uint64(i))
-		}
-		c.waitAgreed(time.Second, func(v string) bool { return strings.HasPrefix(v, "total=4 ") })
+		r2 := c.leaverHolding4(t)
 		delete(c.reps, "r2")
 		const timeout = 5 * time.Second
 		start := time.Now()
@@ -133,12 +141,7 @@ func TestLeaveReachesPeersOverASlowNetwork(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 50)
 		defer c.stopAll()
-		c.startAgreed(3)
-		r2 := c.reps["r2"]
-		for i := range 4 {
-			r2.hold(t, uint64(i))
-		}
-		c.waitAgreed(time.Second, func(v string) bool { return strings.HasPrefix(v, "total=4 ") })
+		r2 := c.leaverHolding4(t)
 		c.net.SetLatency(300*time.Millisecond, 200*time.Millisecond)
 		delete(c.reps, "r2")
 		const timeout = 5 * time.Second
