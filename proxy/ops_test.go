@@ -178,7 +178,10 @@ func TestForgetEndpointDeletesItsSeries(t *testing.T) {
 		}
 		n := 0
 		for _, mf := range mfs {
-			if !strings.HasPrefix(mf.GetName(), "prefixring_") || mf.GetName() == "prefixring_inflight_requests" || mf.GetName() == "prefixring_load" || mf.GetName() == "prefixring_endpoint_healthy" {
+			switch name := mf.GetName(); {
+			case !strings.HasPrefix(name, "prefixring_"),
+				name == "prefixring_inflight_requests", name == "prefixring_load",
+				name == "prefixring_endpoint_healthy", name == "prefixring_endpoint_pace":
 				continue // read from the balancer at scrape time
 			}
 			for _, m := range mf.GetMetric() {

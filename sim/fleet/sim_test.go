@@ -306,7 +306,10 @@ func TestSlowEngine(t *testing.T) {
 // and each other request's lease its whole answer's time, so a
 // production balancer's pace (ring.Pace) finds the engine that is ten
 // times slower and moves requests off it, whether the clients stream or
-// not.
+// not. Unstreamed, P is held until each answer ends, so the bound already
+// keeps the slow engine to a few requests, too few in a half-life for
+// the default pace to count: the test keeps every sample (an hour's
+// half-life) to see that the fleet tells them.
 func TestAnswersTellThePace(t *testing.T) {
 	onSlow := func(stream bool, pace ring.PaceConfig) int {
 		rc := ring.DefaultConfig()
@@ -320,7 +323,7 @@ func TestAnswersTellThePace(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := workload.DefaultMultiTurn(workload.Chat)
-		w.Conversations, w.Turns = 40, 3
+		w.Conversations, w.Turns = 80, 4
 		sessions, err := w.Sessions()
 		if err != nil {
 			t.Fatal(err)
@@ -328,7 +331,7 @@ func TestAnswersTellThePace(t *testing.T) {
 		for i := range sessions {
 			sessions[i].Stream = stream
 		}
-		cfg := Config{Engines: 4, Engine: engine.DefaultConfig(), Picker: b, Slowdown: map[int]float64{0: 10}}
+		cfg := Config{Engines: 4, Engine: engine.DefaultConfig(), Picker: b, Slowdown: map[int]float64{0: 10}, Concurrency: 16}
 		res, _, err := RunSessions(cfg, sessions, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -342,7 +345,11 @@ func TestAnswersTellThePace(t *testing.T) {
 		return n
 	}
 	for _, stream := range []bool{true, false} {
-		on, off := onSlow(stream, ring.DefaultPaceConfig()), onSlow(stream, ring.PaceConfig{})
+		pace := ring.DefaultPaceConfig()
+		if !stream {
+			pace.HalfLife = time.Hour
+		}
+		on, off := onSlow(stream, pace), onSlow(stream, ring.PaceConfig{})
 		t.Logf("streamed %v: %d with pace, %d without", stream, on, off)
 		if on >= off*4/5 {
 			t.Errorf("streamed %v: the slow engine took %d requests with pace, %d without", stream, on, off)
