@@ -37,11 +37,11 @@ var labelPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 // The ID is canonical, so that spellings of one server are one endpoint
 // (one share of routing and of the load bound, one worker in the workers
 // API): scheme
-// and host in lower case, a host name's trailing dot dropped, the
-// scheme's default port (80, 443) dropped, as most operators already
-// write such URLs, any other port without leading zeros, an IPv4-mapped
-// IPv6 address written as the IPv4 address, other IP addresses in
-// net/netip's form, and no trailing slash. A port must be 1 to 65535.
+// and host in lower case, the scheme's default port (80, 443) dropped, as
+// most operators already write such URLs, any other port without leading
+// zeros, an IPv4-mapped IPv6 address written as the IPv4 address, other IP
+// addresses in net/netip's form, and no trailing slash. A port must be 1
+// to 65535.
 func ParseEndpoint(raw string) (ep Endpoint, stripped bool, err error) {
 	s := strings.TrimSpace(raw)
 	shown := redact.Userinfo(raw) // errors are logged: never quote a password
@@ -100,18 +100,6 @@ func canonicalHost(u *url.URL) (string, error) {
 	host := strings.ToLower(u.Hostname())
 	if ip, err := netip.ParseAddr(host); err == nil {
 		host = ip.Unmap().String()
-	} else if name, ok := strings.CutSuffix(host, "."); ok {
-		// A fully-qualified name's trailing dot names the same host, as
-		// DNS discovery drops it from SRV targets. Only one: a name
-		// ending ".." is none a resolver takes, and stays apart. Not
-		// where the rest reads as an address: "10.0.0.1." is a name to a
-		// resolver, not that address.
-		if name == "" {
-			return "", errors.New("no host")
-		}
-		if _, err := netip.ParseAddr(name); err != nil {
-			host = name
-		}
 	}
 	port := u.Port()
 	if port != "" {
