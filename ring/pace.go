@@ -104,8 +104,15 @@ type Pace struct {
 	cfg     PaceConfig
 	mu      sync.Mutex
 	eps     map[string]*[channels]paceSums
+	updated time.Time                          // the factors' time
 	factors atomic.Pointer[map[string]float64] // the slow endpoints' factors; nil or empty: none
 }
+
+// paceRecompute is how often, in the samples' time, the factors are
+// recomputed: each recomputation reads every endpoint and sorts, which a
+// large fleet's replica would otherwise do at every answer
+// (BenchmarkPaceObserve).
+const paceRecompute = 10 * time.Millisecond
 
 // Two kinds of samples are compared apart, each against its own median:
 // a streamed answer's time to first token per prompt token (its first
@@ -185,7 +192,10 @@ func (p *Pace) observe(id string, ch int, weight float64, d time.Duration, at ti
 	s.seconds += d.Seconds()
 	s.weight += weight
 	s.n++
-	p.update(at)
+	if at.Sub(p.updated) >= paceRecompute || at.Before(p.updated) {
+		p.update(at)
+		p.updated = at
+	}
 }
 
 // Forget drops the endpoints not in ids.
@@ -193,10 +203,14 @@ func (p *Pace) Forget(ids []string) {
 	if p == nil {
 		return
 	}
+	keep := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		keep[id] = true
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for id := range p.eps {
-		if !slices.Contains(ids, id) {
+		if !keep[id] {
 			delete(p.eps, id)
 		}
 	}
@@ -207,12 +221,13 @@ func (p *Pace) Forget(ids []string) {
 // must be held. Per kind of sample, the yardstick is the lower median of
 // the endpoints with at least MinSamples (faded) samples, where at least
 // three have them: with two, neither can be told the slow one. An
-// endpoint whose rate is at least Threshold times it is slow, by a factor
-// f of its rate over the median (at most Max), taken in full while it
-// has MinSamples samples and in proportion below that: as a slow
-// endpoint's evidence fades (its keys spilled away), its factor falls
-// back to 1 by degrees, so its keys return a few at a time and measure it
-// again. Its factor is the larger of its two kinds'.
+// endpoint whose rate is at least Threshold times it is slow, once it has
+// MinSamples samples, by a factor f of its rate over the median (at most
+// Max), taken in full while it has MinSamples samples and in proportion
+// below that: as a slow endpoint's evidence fades (its keys spilled
+// away), its factor falls back to 1 by degrees, so its keys return a few
+// at a time and measure it again. Its factor is the larger of its two
+// kinds'.
 func (p *Pace) update(at time.Time) {
 	var next map[string]float64
 	rs := make([]float64, 0, len(p.eps))
