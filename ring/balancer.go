@@ -307,7 +307,7 @@ func (b *Balancer) swap(s snapshot) {
 // newState is the state of a pick over s reading loads (P) and kv (K).
 func (b *Balancer) newState(s *snapshot, loads, kv Loads) *State {
 	st := NewState(s.ring, s.healthy, loads, b.cfg.bound())
-	st.pace = b.pace
+	st.pace, st.quietP = b.pace, b.cfg.Signal.quietLoad()
 	st.kv = kvState{loads: kv, cap: s.capacity, capTotal: capTotal(s.capacity, s.healthy), groups: b.inflight, average: b.cfg.KVAverage,
 		bound:     Bound{LoadFactor: b.cfg.LoadFactor, Min: b.cfg.KVMinBound, Own: 1},
 		capFactor: cmp.Or(b.cfg.KVCapacityFactor, DefaultKVCapacityFactor), capLoad: cmp.Or(b.cfg.KVLoadFactor, DefaultKVLoadFactor)}

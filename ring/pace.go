@@ -77,6 +77,16 @@ func DefaultPaceConfig() PaceConfig {
 	return PaceConfig{Threshold: 3, HalfLife: 10 * time.Second, MinSamples: 8, Overhead: 256, Max: 32}
 }
 
+// WithThreshold is c with threshold t, as serve's --pace-threshold sets
+// it: 0 turns Pace off; any other t keeps Max at least t.
+func (c PaceConfig) WithThreshold(t float64) PaceConfig {
+	if t == 0 {
+		return PaceConfig{}
+	}
+	c.Threshold, c.Max = t, max(c.Max, t)
+	return c
+}
+
 // Validate reports a configuration Pace cannot use.
 func (c PaceConfig) Validate() error {
 	if c.Threshold == 0 {

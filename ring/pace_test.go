@@ -191,6 +191,28 @@ func TestPaceConfigValidate(t *testing.T) {
 	}
 }
 
+// answerAll sends b 400 keyed requests of 1000 tokens, one every 10 ms
+// from epoch (keys drawn from seed), and has tell time each one's answer:
+// 500 ms on endpoint slow, 50 ms elsewhere; then releases it.
+func answerAll(t *testing.T, b *Balancer, slow string, seed uint64, tell func(l Lease, d time.Duration, at time.Time)) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	at := epoch
+	for range 400 {
+		l, err := b.Acquire(Request{Key: rng.Uint64(), Keyed: true, Tokens: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := 50 * time.Millisecond
+		if l.Endpoint == slow {
+			d = 500 * time.Millisecond
+		}
+		tell(l, d, at)
+		l.Release()
+		at = at.Add(10 * time.Millisecond)
+	}
+}
+
 // slowBalancer is a default balancer over four endpoints whose leases
 // have told it that slow answers ten times later than the others.
 func slowBalancer(t *testing.T, pace PaceConfig) (*Balancer, string) {
@@ -206,23 +228,11 @@ func slowBalancer(t *testing.T, pace PaceConfig) (*Balancer, string) {
 		t.Fatal(err)
 	}
 	const slow = "c"
-	at := epoch
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range 400 {
-		l, err := b.Acquire(Request{Key: rng.Uint64(), Keyed: true, Tokens: 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ms := 50.0
-		if l.Endpoint == slow {
-			ms = 500
-		}
+	answerAll(t, b, slow, 3, func(l Lease, d time.Duration, at time.Time) {
 		l.Settle()
-		l.FirstToken(time.Duration(ms*float64(time.Millisecond)), at)
+		l.FirstToken(d, at)
 		l.FirstToken(time.Hour, at) // only the first call counts
-		l.Release()
-		at = at.Add(10 * time.Millisecond)
-	}
+	})
 	return b, slow
 }
 
@@ -356,25 +366,13 @@ func TestBusyEndpointsAnswersDoNotCount(t *testing.T) {
 			held.Settle()
 			defer held.Release()
 		}
-		rng := rand.New(rand.NewPCG(5, 6))
-		at := epoch
-		for range 400 {
-			l, err := b.Acquire(Request{Key: rng.Uint64(), Keyed: true, Tokens: 1000})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ms := 50.0
-			if l.Endpoint == hot {
-				ms = 500
-			}
-			if d := time.Duration(ms * float64(time.Millisecond)); tc.whole {
+		answerAll(t, b, hot, 5, func(l Lease, d time.Duration, at time.Time) {
+			if tc.whole {
 				l.WholeAnswer(d, at)
 			} else {
 				l.FirstToken(d, at)
 			}
-			l.Release()
-			at = at.Add(10 * time.Millisecond)
-		}
+		})
 		got := b.Pace().Factors()
 		if tc.count != (got[hot] >= 9) || len(got) > 1 {
 			t.Errorf("busy with %q, whole %v: factors %v, want %s about 10: %v", tc.busy, tc.whole, got, hot, tc.count)

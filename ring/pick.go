@@ -178,6 +178,7 @@ type State struct {
 	bound    Bound
 	kv       kvState
 	pace     *Pace // nil: every endpoint at its own pace
+	quietP   int64 // the most P a quiet endpoint holds (Signal.quietLoad)
 }
 
 // NewState returns the state of a pick over r. healthy[i] reports whether
@@ -270,21 +271,11 @@ func (s *State) quiet(r *Ring, i int) quietness {
 	if i < len(s.kv.cap) && s.kv.cap[i] > 0 && s.kv.loads != nil && s.kv.loads.Load(id) > s.kv.cap[i]/2 {
 		return busyMemory
 	}
-	if s.bound.Own == 0 { // requests: P counts requests; one in flight is quiet
-		if s.load(id) > 1 {
-			return busyPrefill
-		}
-	} else if s.load(id) > quietTokens {
+	if s.load(id) > s.quietP {
 		return busyPrefill
 	}
 	return quiet
 }
-
-// quietTokens is the prefill an endpoint may hold and still measure its
-// pace: P's default floor, below which P's bound never steers off a slow
-// engine (above it, the bound's relative term does, by the prefill its
-// slowness keeps queued).
-const quietTokens = 16384
 
 // paced is load p on endpoint id as the bound counts it: p itself on an
 // endpoint that is not slow; on a slow one, what p and a request's fixed

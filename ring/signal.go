@@ -38,6 +38,22 @@ func ParseSignal(s string) (Signal, error) {
 	return "", fmt.Errorf("ring: load signal %q is not one of %q", s, Signals)
 }
 
+// quietTokens is the prefill an endpoint may hold and still measure its
+// pace: P's default floor, below which P's bound never steers off a slow
+// engine (above it, the bound's relative term does, by the prefill its
+// slowness keeps queued).
+const quietTokens = 16384
+
+// quietLoad is the most P, in the signal's unit, that an endpoint may
+// hold and still be quiet (see quietness): quietTokens of prefill, or one
+// request in flight.
+func (s Signal) quietLoad() int64 {
+	if s == SignalRequests {
+		return 1
+	}
+	return quietTokens
+}
+
 // weights returns what req weighs in a pick over n healthy endpoints of
 // capTotal KV tokens together (0: not known for all), and in P once its
 // prefill is over (Settle).

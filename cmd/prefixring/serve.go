@@ -127,10 +127,7 @@ func ringConfig(c *cli.Context) (ring.Config, error) {
 	rc.LoadFactor, rc.GroupSpread, rc.GroupMemory = c.Float64("load-factor"), c.Float64("group-spread"), c.Float64("group-memory")
 	rc.KVAverage, rc.KVMinBound = c.Bool("kv-average"), c.Int64("kv-min-bound")
 	rc.KVCapacityFactor, rc.KVLoadFactor = c.Float64("kv-capacity-factor"), c.Float64("kv-load-factor")
-	rc.Pace.Threshold = c.Float64("pace-threshold")
-	if rc.Pace.Threshold != 0 {
-		rc.Pace.Max = max(rc.Pace.Max, rc.Pace.Threshold)
-	}
+	rc.Pace = rc.Pace.WithThreshold(c.Float64("pace-threshold"))
 	switch {
 	case c.IsSet("min-bound"):
 		rc.MinBound = c.Int64("min-bound")

@@ -296,7 +296,7 @@ func (c Config) Validate() error {
 		return errors.New("eval: a KV min bound bounds nothing without KVAverage")
 	}
 	for _, i := range slices.Sorted(maps.Keys(c.SlowEngines)) {
-		if x := c.SlowEngines[i]; i < 0 || !(x >= 1) || math.IsInf(x, 0) {
+		if x := c.SlowEngines[i]; i < 0 || !slowFactorOK(x) {
 			return fmt.Errorf("eval: slow engine %d: factor %v (engines from 0, factors finite and at least 1)", i, x)
 		}
 		for _, g := range c.Grids {
@@ -331,11 +331,8 @@ func (c Config) ring() ring.Config {
 	if c.GroupMemory != 0 {
 		rc.GroupMemory = max(c.GroupMemory, 0)
 	}
-	switch {
-	case c.PaceThreshold < 0:
-		rc.Pace = ring.PaceConfig{}
-	case c.PaceThreshold > 0:
-		rc.Pace.Threshold, rc.Pace.Max = c.PaceThreshold, max(rc.Pace.Max, c.PaceThreshold)
+	if c.PaceThreshold != 0 {
+		rc.Pace = rc.Pace.WithThreshold(max(c.PaceThreshold, 0))
 	}
 	return rc
 }
@@ -497,6 +494,10 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
+// slowFactorOK reports whether x is a slow engine's factor: finite, at
+// least 1 (engine.Config.Slowdown, which also takes 0 for none).
+func slowFactorOK(x float64) bool { return x >= 1 && !math.IsInf(x, 0) }
+
 // ParseSlowEngines reads slow engines as --slow-engines gives them: a
 // comma list of engine:factor, the engine by index from 0, the factor at
 // least 1 ("0:10,3:4": engine 0 ten times slower, engine 3 four times).
@@ -512,7 +513,7 @@ func ParseSlowEngines(s string) (map[int]float64, error) {
 			return nil, fmt.Errorf("eval: slow engine %q is not engine:factor (0:10)", f)
 		case i < 0:
 			return nil, fmt.Errorf("eval: slow engine %d: engines are numbered from 0", i)
-		case !(x >= 1) || math.IsInf(x, 0):
+		case !slowFactorOK(x):
 			return nil, fmt.Errorf("eval: slow engine %d: factor %v must be finite and at least 1", i, x)
 		}
 		if _, dup := out[i]; dup {
