@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -68,4 +70,56 @@ func TestAnswersTellThePace(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestUnansweredRequestsTellThePace: an engine that holds its answers (10
+// s here, against the others' 10 ms) is found slow by the requests it has
+// not answered, long before its first answer comes: the proxy tells each
+// try's lease when it was sent. Completions, whose bound has P's floor,
+// so that the slow engine's P alone does not spill its keys. In a bubble,
+// so the delays are exact.
+func TestUnansweredRequestsTellThePace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixtureWith(t, 4, fixtureOpts{mem: memhttp.NewNet()})
+		for i, u := range f.ups {
+			delay := 10 * time.Millisecond
+			if i == 2 {
+				delay = 10 * time.Second
+			}
+			u.setHandler(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				time.Sleep(delay)
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, `{"id":"x"}`)
+			})
+		}
+		var wg sync.WaitGroup
+		codes := make(chan int, 200)
+		for i := range 200 {
+			body := fmt.Sprintf(`{"model":"m","prompt":"document %d"}`, i)
+			wg.Go(func() {
+				resp, err := f.srv.Client().Post(f.srv.URL+"/v1/completions", "application/json", strings.NewReader(body))
+				if err != nil {
+					codes <- 0
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				codes <- resp.StatusCode
+			})
+			time.Sleep(5 * time.Millisecond)
+		}
+		slow := mustID(t, f.ups[2].URL)
+		got := f.balancer.Pace().Factors()
+		wg.Wait()
+		close(codes)
+		for c := range codes {
+			if c != http.StatusOK {
+				t.Fatalf("a request got %d", c)
+			}
+		}
+		if len(got) != 1 || got[slow] < 3 {
+			t.Fatalf("after 1 s, before any of its answers: factors %v, want only %s, at least 3", got, slow)
+		}
+	})
 }

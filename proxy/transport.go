@@ -166,6 +166,7 @@ func (t *retrying) send(out *http.Request, x *exchange) (*http.Response, error) 
 		return nil, errEndpointGone
 	}
 	start := time.Now()
+	x.lease.Sent(start)
 	client := out.Context()
 	try, abandon := context.WithCancelCause(client)
 	x.cancel = abandon

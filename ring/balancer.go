@@ -542,5 +542,11 @@ func (b *Balancer) Candidates(exclude []string, dst []Candidate) []Candidate {
 // lease when the request ends; its count is gossiped like any other.
 func (b *Balancer) AcquireOn(req Request, id string, d Decision) Lease {
 	pw, settle := b.cfg.weights(req, 0, 0)
-	return b.lease(req, id, d, pw.p, settle, pw.tokens, pw)
+	l := b.lease(req, id, d, pw.p, settle, pw.tokens, pw)
+	if s := b.snap.Load(); l.h.pace != nil && s.ring != nil {
+		if i, ok := slices.BinarySearch(s.ring.ids, id); ok {
+			l.h.quiet = s.state.quiet(s.ring, i) // as Acquire's leases: see quietness
+		}
+	}
+	return l
 }

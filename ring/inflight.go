@@ -164,6 +164,7 @@ type hold struct {
 	quiet  quietness    // what the endpoint held when it was picked
 	tokens int64        // what the pick weighed the prompt at, in tokens
 	timed  atomic.Bool  // an answer was timed (FirstToken, WholeAnswer)
+	out    atomic.Bool  // counted among the endpoint's unanswered requests (Sent)
 }
 
 // Settle lowers the lease's weight to what a request weighs once its
@@ -186,15 +187,39 @@ func (l Lease) Settle() {
 	}
 }
 
+// Sent tells the balancer that the request went to its endpoint at time
+// at (the clock FirstToken and WholeAnswer are told by). Until it is
+// answered or released, a request sent to an endpoint with room in its
+// KV cache is evidence of the endpoint's pace by its age: an endpoint so
+// slow that its answers have not come back yet is found by the requests
+// it has not answered (see [Pace.update]). Only the first call on a lease
+// and its copies counts.
+func (l Lease) Sent(at time.Time) {
+	if l.h == nil || l.h.pace == nil || l.h.quiet == busyMemory || l.h.out.Swap(true) {
+		return
+	}
+	l.h.pace.sent(l.Endpoint, l.h, at)
+}
+
+// unsent takes the lease out of its endpoint's unanswered requests.
+func (l Lease) unsent() {
+	if l.h.out.Load() && l.h.out.CompareAndSwap(true, false) {
+		l.h.pace.answered(l.Endpoint, l.h)
+	}
+}
+
 // FirstToken tells the balancer that the request's streamed answer began
 // after ttft, at time at: its first byte is its first token, and the
 // balancer's [Pace] compares endpoints by it. Only the first call of
 // FirstToken or WholeAnswer on a lease and its copies counts.
 func (l Lease) FirstToken(ttft time.Duration, at time.Time) {
-	if l.h == nil || l.h.pace == nil || l.h.quiet != quiet || l.h.timed.Swap(true) {
+	if l.h == nil || l.h.pace == nil || l.h.timed.Swap(true) {
 		return
 	}
-	l.h.pace.Observe(l.Endpoint, l.h.tokens, ttft, at)
+	l.unsent()
+	if l.h.quiet == quiet {
+		l.h.pace.Observe(l.Endpoint, l.h.tokens, ttft, at)
+	}
 }
 
 // WholeAnswer tells the balancer that the request's answer, sent whole
@@ -202,10 +227,13 @@ func (l Lease) FirstToken(ttft time.Duration, at time.Time) {
 // whole answers apart from their streams' first tokens. Tell it answers
 // only, not errors.
 func (l Lease) WholeAnswer(d time.Duration, at time.Time) {
-	if l.h == nil || l.h.pace == nil || l.h.quiet == busyMemory || l.h.timed.Swap(true) {
+	if l.h == nil || l.h.pace == nil || l.h.timed.Swap(true) {
 		return
 	}
-	l.h.pace.ObserveWhole(l.Endpoint, d, at)
+	l.unsent()
+	if l.h.quiet != busyMemory {
+		l.h.pace.ObserveWhole(l.Endpoint, d, at)
+	}
 }
 
 // Weight is what the lease counts now (0 once released).
@@ -226,5 +254,8 @@ func (l Lease) Release() {
 		l.h.c.add(-w)
 		l.h.c.reqs.Add(-1)
 		l.h.c.releaseKV(l.h.kv.own, l.h.kv.group, l.h.kv.shared)
+	}
+	if l.h.pace != nil {
+		l.unsent()
 	}
 }

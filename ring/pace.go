@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -33,6 +34,15 @@ import (
 // next candidates unless it is nearly idle. An engine within the
 // threshold, as every engine of an even fleet is below overload, is
 // bounded as before.
+//
+// An engine so slow that its answers have not come back yet (a ten-times
+// slow engine's whole answers take a minute where the fleet's take
+// seconds) is found by the requests it has not answered: each lease tells
+// when it was sent ([Lease.Sent]), and an endpoint's unanswered requests,
+// once they have waited Threshold times the fleet's median answer, are
+// evidence as their answers would be (see [Pace.update]). Before stop 44
+// only answers counted, and such an engine took its keys' requests for a
+// minute before its first answer told that it was slow.
 //
 // The evidence fades with time ([PaceConfig.HalfLife]). An engine whose
 // keys spilled away gets few samples; as its evidence falls under
@@ -68,13 +78,15 @@ type PaceConfig struct {
 // DefaultPaceConfig returns Pace's defaults: an endpoint three times the
 // median's time per token is slow (an even fleet's homes, loaded
 // differently by hashing, stay well under it: docs/routing.md, "Slow
-// engines"), samples fade with a half-life of 10 s, 8 are needed, a
+// engines"), samples fade with a half-life of 30 s (10 s, stop 43's,
+// let a slow engine's keys come back in waves: docs/study.md, "A slow
+// engine"), 8 are needed, a
 // request's fixed cost is worth 256 tokens (about one step: Llama-3.1-8B
 // on an H100 decodes a step in 7-9 ms and prefills 8192 tokens in about
 // 246 ms, 256 in about 8: ../shared/calibration), and a factor is at most
 // 32.
 func DefaultPaceConfig() PaceConfig {
-	return PaceConfig{Threshold: 3, HalfLife: 10 * time.Second, MinSamples: 8, Overhead: 256, Max: 32}
+	return PaceConfig{Threshold: 3, HalfLife: 30 * time.Second, MinSamples: 8, Overhead: 256, Max: 32}
 }
 
 // WithThreshold is c with threshold t, as serve's --pace-threshold sets
@@ -113,7 +125,7 @@ func (c PaceConfig) Validate() error {
 type Pace struct {
 	cfg     PaceConfig
 	mu      sync.Mutex
-	eps     map[string]*[channels]paceSums
+	eps     map[string]*paceEndpoint
 	updated time.Time                          // the factors' time
 	factors atomic.Pointer[map[string]float64] // the slow endpoints' factors; nil or empty: none
 }
@@ -147,12 +159,24 @@ type paceSums struct {
 	slow bool
 }
 
+// paceEndpoint is what Pace knows of one endpoint: its faded sums per
+// kind of sample, and its quiet requests not yet answered (see
+// [Pace.Sent]), by when they were sent.
+type paceEndpoint struct {
+	ch  [channels]paceSums
+	out map[*hold]time.Time
+}
+
+// paceOverdue is how many unanswered quiet requests an endpoint needs
+// before their ages count (see [Pace.update]).
+const paceOverdue = 3
+
 // NewPace returns a Pace; nil when cfg turns it off.
 func NewPace(cfg PaceConfig) *Pace {
 	if cfg.Threshold == 0 {
 		return nil
 	}
-	return &Pace{cfg: cfg, eps: map[string]*[channels]paceSums{}}
+	return &Pace{cfg: cfg, eps: map[string]*paceEndpoint{}}
 }
 
 // fade brings s's sums to time at.
@@ -189,22 +213,58 @@ func (p *Pace) observe(id string, ch int, weight float64, d time.Duration, at ti
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	e := p.eps[id]
-	if e == nil {
-		e = &[channels]paceSums{}
-		for c := range e {
-			e[c].at = at
-		}
-		p.eps[id] = e
-	}
-	s := &e[ch]
+	s := &p.endpoint(id, at).ch[ch]
 	s.fade(at, p.cfg.HalfLife)
 	s.seconds += d.Seconds()
 	s.weight += weight
 	s.n++
+	p.recompute(at)
+}
+
+// endpoint returns id's entry, made at time at if new; p.mu must be held.
+func (p *Pace) endpoint(id string, at time.Time) *paceEndpoint {
+	e := p.eps[id]
+	if e == nil {
+		e = &paceEndpoint{}
+		for c := range e.ch {
+			e.ch[c].at = at
+		}
+		p.eps[id] = e
+	}
+	return e
+}
+
+// recompute updates the factors at time at, at most every paceRecompute
+// of the samples' time; p.mu must be held.
+func (p *Pace) recompute(at time.Time) {
 	if at.Sub(p.updated) >= paceRecompute || at.Before(p.updated) {
 		p.update(at)
 		p.updated = at
+	}
+}
+
+// sent records that h, a request that found endpoint id quiet, was sent
+// at time at; it counts until [Pace.answered] (see [Lease.Sent]).
+func (p *Pace) sent(id string, h *hold, at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if h.w.Load() < 0 || h.timed.Load() {
+		return // released or answered while Sent was on its way here
+	}
+	e := p.endpoint(id, at)
+	if e.out == nil {
+		e.out = map[*hold]time.Time{}
+	}
+	e.out[h] = at
+	p.recompute(at)
+}
+
+// answered forgets h, sent to endpoint id: it was answered, or ended.
+func (p *Pace) answered(id string, h *hold) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.eps[id]; e != nil {
+		delete(e.out, h)
 	}
 }
 
@@ -238,13 +298,34 @@ func (p *Pace) Forget(ids []string) {
 // away), its factor falls back to 1 by degrees, so its keys return a few
 // at a time and measure it again. Its factor is the larger of its two
 // kinds'.
+//
+// An endpoint's answers can be too slow to count in time: a ten-times
+// slow engine's whole answers take a minute where the fleet's take
+// seconds, and its keys' requests pile up there meanwhile. So where the
+// fleet's whole answers have a median, an endpoint that has not shown
+// itself within the threshold (fewer than MinSamples samples of either
+// kind, or found slow) is also judged by its quiet requests not yet
+// answered: with at least paceOverdue of them, whose lower median age is
+// at least Threshold times the median whole answer, it is slow by that
+// age over the median. An age is less than the answer's time will be, so
+// this factor only grows until the answers come, and those answers then
+// count from the first as a slow endpoint's do (in proportion to
+// MinSamples). An even fleet's endpoints, answering, have their samples
+// and are never judged by their ages.
 func (p *Pace) update(at time.Time) {
 	var next map[string]float64
+	slow := func(id string, g float64) {
+		if next == nil {
+			next = map[string]float64{}
+		}
+		next[id] = max(next[id], g)
+	}
+	var meds [channels]float64
 	rs := make([]float64, 0, len(p.eps))
 	for ch := range channels {
 		rs = rs[:0]
 		for _, e := range p.eps {
-			s := &e[ch]
+			s := &e.ch[ch]
 			if !at.IsZero() {
 				s.fade(at, p.cfg.HalfLife)
 			}
@@ -262,8 +343,9 @@ func (p *Pace) update(at time.Time) {
 		if med <= 0 {
 			continue
 		}
+		meds[ch] = med
 		for id, e := range p.eps {
-			s := &e[ch]
+			s := &e.ch[ch]
 			if s.n <= 0 || s.weight <= 0 {
 				continue
 			}
@@ -285,13 +367,42 @@ func (p *Pace) update(at time.Time) {
 				s.slow = false // faded: measured afresh from here
 				continue
 			}
-			if next == nil {
-				next = map[string]float64{}
+			slow(id, g)
+		}
+	}
+	if now := cmp.Or(at, p.updated); meds[whole] > 0 && !now.IsZero() {
+		for id, e := range p.eps {
+			if len(e.out) < paceOverdue || e.answers(p.cfg.MinSamples) {
+				continue
 			}
-			next[id] = max(next[id], g)
+			rs = rs[:0]
+			for _, sent := range e.out {
+				rs = append(rs, now.Sub(sent).Seconds())
+			}
+			slices.Sort(rs)
+			if f := rs[(len(rs)-1)/2] / meds[whole]; f >= p.cfg.Threshold {
+				slow(id, min(f, p.cfg.Max))
+				// Found slow: its first answers, when they come, count
+				// in proportion, as a slow endpoint's fading evidence
+				// does, unless they show it within the threshold.
+				for c := range e.ch {
+					e.ch[c].slow = true
+				}
+			}
 		}
 	}
 	p.factors.Store(&next)
+}
+
+// answers reports whether e has shown itself within the threshold: at
+// least min samples of a kind, not found slow.
+func (e *paceEndpoint) answers(need float64) bool {
+	for _, s := range e.ch {
+		if s.n >= need && !s.slow {
+			return true
+		}
+	}
+	return false
 }
 
 // Factor returns how many times over the bound counts endpoint id's P: 1

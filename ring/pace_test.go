@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -55,7 +56,7 @@ func TestPaceFindsASlowEndpoint(t *testing.T) {
 func TestPaceHalfTheFleetSlow(t *testing.T) {
 	p := NewPace(DefaultPaceConfig())
 	observeRates(p, map[string]float64{"a": 50, "b": 50, "c": 400, "d": 400}, 20, epoch)
-	if got := p.Factors(); len(got) != 2 || got["c"] != 8 || got["d"] != 8 {
+	if got := p.Factors(); len(got) != 2 || math.Abs(got["c"]-8) > 1e-9 || math.Abs(got["d"]-8) > 1e-9 {
 		t.Fatalf("factors %v, want c and d at 8", got)
 	}
 }
@@ -378,4 +379,195 @@ func TestBusyEndpointsAnswersDoNotCount(t *testing.T) {
 			t.Errorf("busy with %q, whole %v: factors %v, want %s about 10: %v", tc.busy, tc.whole, got, hot, tc.count)
 		}
 	}
+}
+
+// unansweredBalancer is a default balancer over a, b, c and d (KV
+// capacity 100000 tokens each) whose leases told it that a, b and c
+// answer whole in 1 s (20 answers each, the last at the time it returns).
+func unansweredBalancer(t *testing.T) (*Balancer, time.Time) {
+	t.Helper()
+	b, err := NewBalancer(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eps []Endpoint
+	for _, id := range []string{"a", "b", "c", "d"} {
+		eps = append(eps, Endpoint{ID: id, Healthy: true, KVCapacity: 100000})
+	}
+	if err := b.Update(eps); err != nil {
+		t.Fatal(err)
+	}
+	at := epoch
+	for range 20 {
+		for _, id := range []string{"a", "b", "c"} {
+			answerOn(b, id, at, time.Second)
+			at = at.Add(10 * time.Millisecond)
+		}
+	}
+	return b, at
+}
+
+// answerOn sends a 1000-token request to id at time sent and has it
+// answered whole after d.
+func answerOn(b *Balancer, id string, sent time.Time, d time.Duration) {
+	l := b.AcquireOn(Request{Tokens: 1000}, id, DecisionHome)
+	l.Sent(sent)
+	l.WholeAnswer(d, sent.Add(d))
+	l.Release()
+}
+
+// tick has the fast endpoints answer at time at, so that Pace looks
+// again.
+func tick(b *Balancer, at time.Time) {
+	for _, id := range []string{"a", "b", "c"} {
+		answerOn(b, id, at.Add(-time.Second), time.Second)
+	}
+}
+
+// An engine so slow that its answers have not come back is found by the
+// requests it has not answered: three quiet requests to d, unanswered
+// for 4 s where the fleet answers in 1 s, make it slow by 4, more the
+// longer they wait; two are not evidence enough; their answers, when
+// they come, keep it slow; released unanswered (failed), they are
+// forgotten.
+func TestPaceUnansweredRequestsFindASlowEndpoint(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sent  int
+		end   string // "answer", "release"
+		slowD bool   // d is found slow by its unanswered requests
+	}{
+		{"three unanswered", 3, "answer", true},
+		{"three, released unanswered", 3, "release", true},
+		{"two unanswered", 2, "answer", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, t0 := unansweredBalancer(t)
+			var ls []Lease
+			for i := range tc.sent {
+				l := b.AcquireOn(Request{Tokens: 1000}, "d", DecisionHome)
+				l.Sent(t0.Add(time.Duration(i) * time.Millisecond))
+				l.Sent(t0.Add(time.Hour)) // only the first call counts
+				ls = append(ls, l)
+			}
+			tick(b, t0.Add(2*time.Second))
+			if f := b.Pace().Factor("d"); f != 1 {
+				t.Fatalf("after 2 s: d's factor %v, want 1 (under 3 times the fleet's 1 s)", f)
+			}
+			tick(b, t0.Add(4*time.Second))
+			f4 := b.Pace().Factor("d")
+			tick(b, t0.Add(8*time.Second))
+			f8 := b.Pace().Factor("d")
+			if !tc.slowD {
+				if f4 != 1 || f8 != 1 {
+					t.Fatalf("d's factors %v, %v with %d unanswered, want 1", f4, f8, tc.sent)
+				}
+				return
+			}
+			if f4 < 3.9 || f4 > 4.1 || f8 < 7.9 || f8 > 8.1 {
+				t.Fatalf("d's factor %v after 4 s, %v after 8 s; want 4 and 8, the requests' ages over the fleet's 1 s", f4, f8)
+			}
+			at := t0.Add(10 * time.Second)
+			for _, l := range ls {
+				if tc.end == "answer" {
+					l.WholeAnswer(at.Sub(t0), at)
+				}
+				l.Release()
+			}
+			tick(b, at.Add(20*time.Millisecond))
+			f := b.Pace().Factor("d")
+			if tc.end == "answer" && (f < 4 || f > 4.8) {
+				// Three answers of 10 s against 1 s: 1 + 9 × 3/8.
+				t.Fatalf("d's factor %v once its 10 s answers came, want about 4.4 (three samples of eight)", f)
+			}
+			if tc.end == "release" && f != 1 {
+				t.Fatalf("d's factor %v once its requests failed, want 1", f)
+			}
+			if n := unanswered(b.pace, "d"); n != 0 {
+				t.Fatalf("%d of d's requests still counted as unanswered", n)
+			}
+		})
+	}
+}
+
+// Unanswered requests are no evidence against an endpoint that answers
+// within the threshold, where no whole answers give the fleet a
+// yardstick, or where they wait for memory; nor once released.
+func TestPaceUnansweredRequestsThatDoNotCount(t *testing.T) {
+	t.Run("answers within the threshold", func(t *testing.T) {
+		b, at := unansweredBalancer(t)
+		sendUnanswered(b, "d", Request{Tokens: 1000}, at, 3)
+		for i := range 10 {
+			answerOn(b, "d", at.Add(8*time.Second+time.Duration(i)*time.Millisecond), 1500*time.Millisecond)
+		}
+		tick(b, at.Add(10*time.Second))
+		if f := b.Pace().Factor("d"); f != 1 {
+			t.Fatalf("d's factor %v, want 1: ten answers within the threshold", f)
+		}
+	})
+	t.Run("no whole answers", func(t *testing.T) {
+		b, err := NewBalancer(DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.SetEndpoints([]string{"a", "b", "c", "d"}); err != nil {
+			t.Fatal(err)
+		}
+		at := epoch
+		for range 10 {
+			for _, id := range []string{"a", "b", "c"} {
+				l := b.AcquireOn(Request{Tokens: 1000}, id, DecisionHome)
+				l.Sent(at)
+				l.FirstToken(50*time.Millisecond, at.Add(50*time.Millisecond))
+				l.Release()
+				at = at.Add(10 * time.Millisecond)
+			}
+		}
+		sendUnanswered(b, "d", Request{Tokens: 1000}, at, 3)
+		l := b.AcquireOn(Request{Tokens: 1000}, "a", DecisionHome)
+		l.FirstToken(50*time.Millisecond, at.Add(10*time.Second))
+		if f := b.Pace().Factor("d"); f != 1 {
+			t.Fatalf("d's factor %v, want 1: the fleet has streams' first tokens only", f)
+		}
+	})
+	t.Run("waiting for memory", func(t *testing.T) {
+		b, at := unansweredBalancer(t)
+		held := b.AcquireOn(Request{Tokens: 50001}, "d", DecisionFallback) // over half d's KV
+		held.Settle()
+		sendUnanswered(b, "d", Request{Tokens: 1000}, at, 3)
+		tick(b, at.Add(10*time.Second))
+		if f := b.Pace().Factor("d"); f != 1 {
+			t.Fatalf("d's factor %v, want 1: its requests were sent to a full cache", f)
+		}
+		held.Release()
+	})
+	t.Run("sent after release", func(t *testing.T) {
+		b, at := unansweredBalancer(t)
+		for range 3 {
+			l := b.AcquireOn(Request{Tokens: 1000}, "d", DecisionHome)
+			l.Release()
+			l.Sent(at)
+		}
+		tick(b, at.Add(10*time.Second))
+		if f, n := b.Pace().Factor("d"), unanswered(b.pace, "d"); f != 1 || n != 0 {
+			t.Fatalf("d's factor %v, %d unanswered: want 1 and none", f, n)
+		}
+	})
+}
+
+// sendUnanswered sends n copies of req to id at time at, never answered.
+func sendUnanswered(b *Balancer, id string, req Request, at time.Time, n int) {
+	for range n {
+		b.AcquireOn(req, id, DecisionHome).Sent(at)
+	}
+}
+
+// unanswered is how many of id's requests p counts as unanswered.
+func unanswered(p *Pace, id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.eps[id]; e != nil {
+		return len(e.out)
+	}
+	return 0
 }

@@ -117,6 +117,7 @@ func (f *fleet) arriveAs(i int, r *workload.Request, rr ring.Request) {
 		return
 	}
 	f.leases[i] = lease
+	lease.Sent(epoch.Add(f.now))
 	if !fe.inStep {
 		f.begin(fe)
 	}

@@ -345,11 +345,7 @@ func TestAnswersTellThePace(t *testing.T) {
 		return n
 	}
 	for _, stream := range []bool{true, false} {
-		pace := ring.DefaultPaceConfig()
-		if !stream {
-			pace.HalfLife = time.Hour
-		}
-		on, off := onSlow(stream, pace), onSlow(stream, ring.PaceConfig{})
+		on, off := onSlow(stream, ring.DefaultPaceConfig()), onSlow(stream, ring.PaceConfig{})
 		t.Logf("streamed %v: %d with pace, %d without", stream, on, off)
 		if on >= off*4/5 {
 			t.Errorf("streamed %v: the slow engine took %d requests with pace, %d without", stream, on, off)
