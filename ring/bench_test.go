@@ -140,3 +140,44 @@ func BenchmarkPaceObserve(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPaceLease is a whole answer's lease as the proxy tells it:
+// acquired, sent, answered and released, one every 100 µs, with
+// (sent) and without (answered) Lease.Sent, which counts the request
+// among its endpoint's unanswered ones until its answer; 64 requests in
+// flight, the fleet answering at an even pace.
+func BenchmarkPaceLease(b *testing.B) {
+	for _, n := range []int{8, 1024} {
+		for _, sent := range []bool{false, true} {
+			b.Run(fmt.Sprintf("endpoints=%d/sent=%v", n, sent), func(b *testing.B) {
+				bal, err := NewBalancer(DefaultConfig())
+				if err != nil {
+					b.Fatal(err)
+				}
+				ids := make([]string, n)
+				for i := range ids {
+					ids[i] = fmt.Sprintf("ep-%d", i)
+				}
+				if err := bal.SetEndpoints(ids); err != nil {
+					b.Fatal(err)
+				}
+				const inflight = 64
+				var ring [inflight]Lease
+				at := time.Unix(1_700_000_000, 0)
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					slot := &ring[i%inflight]
+					if slot.Endpoint != "" {
+						slot.WholeAnswer(50*time.Millisecond, at)
+						slot.Release()
+					}
+					*slot = bal.AcquireOn(Request{Tokens: 1000}, ids[i%n], DecisionHome)
+					if sent {
+						slot.Sent(at)
+					}
+					at = at.Add(100 * time.Microsecond)
+				}
+			})
+		}
+	}
+}
