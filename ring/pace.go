@@ -160,15 +160,15 @@ type paceSums struct {
 }
 
 // paceEndpoint is what Pace knows of one endpoint: its faded sums per
-// kind of sample, and its quiet requests not yet answered (see
-// [Pace.Sent]), by when they were sent.
+// kind of sample, and its requests not yet answered (those sent while it
+// had room in its KV cache: see [Lease.Sent]), by when they were sent.
 type paceEndpoint struct {
 	ch  [channels]paceSums
 	out map[*hold]time.Time
 }
 
-// paceOverdue is how many unanswered quiet requests an endpoint needs
-// before their ages count (see [Pace.update]).
+// paceOverdue is how many unanswered requests an endpoint needs before
+// their ages count (see [Pace.update]).
 const paceOverdue = 3
 
 // NewPace returns a Pace; nil when cfg turns it off.
@@ -243,8 +243,8 @@ func (p *Pace) recompute(at time.Time) {
 	}
 }
 
-// sent records that h, a request that found endpoint id quiet, was sent
-// at time at; it counts until [Pace.answered] (see [Lease.Sent]).
+// sent records that h, a request to endpoint id, was sent at time at; it
+// counts until [Pace.answered] (see [Lease.Sent]).
 func (p *Pace) sent(id string, h *hold, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -304,14 +304,15 @@ func (p *Pace) Forget(ids []string) {
 // seconds, and its keys' requests pile up there meanwhile. So where the
 // fleet's whole answers have a median, an endpoint that has not shown
 // itself within the threshold (fewer than MinSamples samples of either
-// kind, or found slow) is also judged by its quiet requests not yet
-// answered: with at least paceOverdue of them, whose lower median age is
-// at least Threshold times the median whole answer, it is slow by that
-// age over the median. An age is less than the answer's time will be, so
-// this factor only grows until the answers come, and those answers then
-// count from the first as a slow endpoint's do (in proportion to
-// MinSamples). An even fleet's endpoints, answering, have their samples
-// and are never judged by their ages.
+// kind, or found slow) is also judged by its requests not yet answered
+// (those sent while it had room in its KV cache: one waiting for memory
+// times the fleet's load): with at least paceOverdue of them, whose lower
+// median age is at least Threshold times the median whole answer, it is
+// slow by that age over the median. An age is less than the answer's
+// time will be, so this factor only grows until the answers come, and
+// those answers then count from the first as a slow endpoint's do (in
+// proportion to MinSamples). An even fleet's endpoints, answering, have
+// their samples and are never judged by their ages.
 func (p *Pace) update(at time.Time) {
 	var next map[string]float64
 	slow := func(id string, g float64) {
@@ -395,7 +396,7 @@ func (p *Pace) update(at time.Time) {
 }
 
 // answers reports whether e has shown itself within the threshold: at
-// least min samples of a kind, not found slow.
+// least need samples of a kind, not found slow.
 func (e *paceEndpoint) answers(need float64) bool {
 	for _, s := range e.ch {
 		if s.n >= need && !s.slow {
