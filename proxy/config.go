@@ -31,7 +31,10 @@ type Config struct {
 	// maximal 128K-token prompts (0.5 MiB each) at once, far more of the
 	// usual few-KiB ones than --max-connections lets in, while the
 	// worst case without it is MaxConnections × MaxBodyBytes (256 GiB
-	// from the defaults). It must cover one body of MaxBodyBytes at its
+	// from the defaults). Short answers read whole before they are passed
+	// on (up to 1 MiB each, so a cut one can be retried) take their bytes
+	// from it too; when it has none left, they stream as they come. It
+	// must cover one body of MaxBodyBytes at its
 	// peak, 1.5 to 3 times MaxBodyBytes and at least 64 KiB (Validate
 	// says how much): the buffer grows by doubling, and holds its old and
 	// its new capacity while it grows.
@@ -46,7 +49,9 @@ type Config struct {
 	ClientBodyDeadline time.Duration
 	// MaxRetries is how many other endpoints a request may try after the
 	// first fails (connection error, timeout, 502/503/504) before any byte
-	// reached the client. Default 2.
+	// reached the client. An answer of declared length up to 1 MiB, not an
+	// event stream, is read whole before any of it is passed on, so one
+	// cut in its body is such a failure too. Default 2.
 	MaxRetries int
 	// RetryTimeout is the retry budget, counted from the first try: once it
 	// has passed, no new try starts and the last failure is answered.
@@ -65,7 +70,9 @@ type Config struct {
 	// StreamIdleTimeout ends a response whose upstream sent nothing for
 	// this long after its headers (Envoy's stream_idle_timeout, and its
 	// default: 5 minutes). An event stream ends with an OpenAI-style error
-	// event (stream_idle_timeout), any other body is cut; the upstream
+	// event (stream_idle_timeout), a short answer read whole (see
+	// Config.MaxRetries) fails its try (retried, else 504), any other
+	// body is cut; the upstream
 	// connection is closed and the endpoint charged a failure. Time spent
 	// waiting on a slow client does not count. 5 minutes is half the
 	// 10-minute read timeout of OpenAI's own clients, so the router ends a

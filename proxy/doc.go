@@ -10,6 +10,9 @@
 //     never an endpoint already tried, at most [Config].MaxRetries times and
 //     never after [Config].RetryTimeout has passed since the first try.
 //     A 500 is passed on: it is the server's answer to this request.
+//     An answer of declared length up to 1 MiB (not an event stream) is
+//     read whole first, so a body cut or stalled midway fails its try
+//     too; a longer or chunked one streams, and a cut aborts it.
 //   - Every connection error, timeout and 5xx is reported to the [Observer]
 //     (passive ejection, as Envoy's outlier detection counts consecutive
 //     5xx); a reused keep-alive connection the server had closed is resent

@@ -342,7 +342,7 @@ func (rt *Router) errorHandler(w http.ResponseWriter, r *http.Request, err error
 	switch {
 	case errors.Is(err, errNoneSent):
 		e = errNoHealthy // nothing failed: no endpoint could take it
-	case errors.As(err, &ne) && ne.Timeout():
+	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, errStreamIdle):
 		e = errUpstreamTimeout
 	}
 	rt.log.Warn("upstream failed", "endpoint", x.lease.Endpoint, "tried", x.tried, "err", err)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -223,5 +224,79 @@ func (t *retrying) send(out *http.Request, x *exchange) (*http.Response, error) 
 	resp.Body = newIdleBody(resp.Body, t.rt.cfg.StreamIdleTimeout, abandon)
 	resp.Body = &timedBody{ReadCloser: resp.Body, start: start, endpoint: id, lease: x.lease, rt: t.rt, ctx: client,
 		answer: resp.StatusCode == http.StatusOK, stream: isEventStream(resp.Header)}
+	if err := t.readWhole(out, resp); err != nil {
+		return nil, err
+	}
 	return resp, nil
+}
+
+// maxWholeAnswer bounds the answers read whole before they are passed on
+// (readWhole). 1 MiB holds what goes unstreamed in practice: a
+// non-streamed completion of a few thousand tokens is tens of KiB of
+// JSON (a few hundred KiB with top_logprobs), and a batch of a dozen
+// 4096-dimension embeddings (about 80 KiB each as JSON) fits. An engine
+// sends such an answer at once, when it is done, so the client waits
+// longer only by its transfer (under a millisecond for 1 MiB at
+// 10 Gbit/s), not by tokens.
+const maxWholeAnswer = 1 << 20
+
+// errAnswerCut wraps the error of an answer's body that ended before its
+// declared length (or stalled, errStreamIdle) while read whole.
+var errAnswerCut = errors.New("upstream answer cut")
+
+// readWhole reads a short answer whole, so that an upstream dying in the
+// middle of its body fails the try, which is retried elsewhere or answered
+// 502 (504 when it stalled), as a connection error is. Passed on as it
+// came, the answer's head is taken for a success (ReverseProxy writes it
+// before the body), and a cut body can only abort the client's connection:
+// the client of an answer of a few KiB got no status at all, as net/http
+// had not sent its head yet.
+//
+// Only an answer of declared length up to maxWholeAnswer is read whole,
+// and only while the budget of buffered bodies (Config.MaxBufferedBodyBytes)
+// takes it; an event stream, an answer of unknown length (chunked: it may
+// be a stream of another kind, such as NDJSON) or a longer one streams as
+// before, and its client sees a cut as a failed transfer. Nor is a body
+// the client would not get as it came: a gateway error's (retried, its
+// body drained for a bounded time), or that of an error that is not JSON
+// (normalizeError replaces it); waiting for those whole would hold the
+// client as long as they stall. The read goes through the try's
+// timedBody, so its timing, its lease's settling, the endpoint's failure
+// when the body is cut, and the upstream metrics are those of a body
+// copied to the client (the upstream time now ends when the router, not
+// the client, has the last byte).
+func (t *retrying) readWhole(out *http.Request, resp *http.Response) error {
+	n := resp.ContentLength
+	if n <= 0 || n > maxWholeAnswer || out.Method == http.MethodHead || isEventStream(resp.Header) ||
+		retryable(resp, nil) || resp.StatusCode >= 400 && !isJSON(resp.Header) {
+		return nil
+	}
+	held := n + bytes.MinRead // what the buffer below holds
+	if !t.rt.bodies.reserve(held) {
+		return nil
+	}
+	b := bytes.NewBuffer(make([]byte, 0, held))
+	_, err := b.ReadFrom(resp.Body) // at most n bytes: the Transport stops at the declared length
+	resp.Body.Close()
+	if err != nil {
+		t.rt.bodies.release(held)
+		return fmt.Errorf("%w: %w", errAnswerCut, err)
+	}
+	resp.Body = &wholeBody{Reader: bytes.NewReader(b.Bytes()), release: func() { t.rt.bodies.release(held) }}
+	return nil
+}
+
+// wholeBody is an answer read whole; Close gives its bytes back to the
+// budget, once.
+type wholeBody struct {
+	*bytes.Reader
+	release func()
+	closed  atomic.Bool
+}
+
+func (b *wholeBody) Close() error {
+	if !b.closed.Swap(true) {
+		b.release()
+	}
+	return nil
 }
