@@ -237,15 +237,7 @@ func TestNothingIsRetriedOnceTheAnswerStarted(t *testing.T) {
 				})
 			}
 			resp := f.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
-			b, err := io.ReadAll(resp.Body)
-			switch {
-			case resp.StatusCode != http.StatusOK:
-				t.Fatalf("status %d: %s", resp.StatusCode, b)
-			case stream && (err != nil || string(b) != fmt.Sprintf(chunk, "Paris")+string(errorEvent(errStreamCut))):
-				t.Fatalf("stream %q, %v", b, err)
-			case !stream && (!errors.Is(err, io.ErrUnexpectedEOF) || !strings.HasPrefix(partial, string(b))):
-				t.Fatalf("answer %.80q (%d bytes), %v; want its start, then a failed transfer", b, len(b), err)
-			}
+			checkCutAnswer(t, resp, stream, partial)
 			var tries int64
 			for _, u := range f.ups {
 				tries += u.served.Load()
@@ -463,4 +455,22 @@ func TestFailedTryLeavesNoConnectionBehind(t *testing.T) {
 		t.Fatalf("first line %q, %v", line, err)
 	}
 	waitFor(t, "the failed try's connection to close while the stream runs", func() bool { return failed.Load().open.Load() == 0 })
+}
+
+// checkCutAnswer checks what a client got of an answer its upstream cut
+// after its head, once nothing could be retried: a 200, then a stream
+// ended by the stream_interrupted event (a stream), or the start of
+// sent, a plain answer, and a failed transfer (never a short body taken
+// for whole).
+func checkCutAnswer(t *testing.T, resp *http.Response, stream bool, sent string) {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	switch {
+	case resp.StatusCode != http.StatusOK:
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	case stream && (err != nil || string(b) != fmt.Sprintf(chunk, "Paris")+string(errorEvent(errStreamCut))):
+		t.Fatalf("stream %q, %v", b, err)
+	case !stream && (!errors.Is(err, io.ErrUnexpectedEOF) || !strings.HasPrefix(sent, string(b))):
+		t.Fatalf("answer %.80q (%d bytes), %v; want its start, then a failed transfer", b, len(b), err)
+	}
 }

@@ -346,17 +346,7 @@ func TestBusyEndpointsAnswersDoNotCount(t *testing.T) {
 	} {
 		cfg := DefaultConfig()
 		cfg.MinBound = 1 << 20 // so that P's bound takes the busy endpoint's keys too
-		b, err := NewBalancer(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var eps []Endpoint
-		for _, id := range []string{"a", "b", "c", "d"} {
-			eps = append(eps, Endpoint{ID: id, Healthy: true, KVCapacity: 100000})
-		}
-		if err := b.Update(eps); err != nil {
-			t.Fatal(err)
-		}
+		b := kvBalancer(t, cfg)
 		const hot = "c"
 		switch tc.busy {
 		case "prefill":
@@ -381,12 +371,11 @@ func TestBusyEndpointsAnswersDoNotCount(t *testing.T) {
 	}
 }
 
-// unansweredBalancer is a default balancer over a, b, c and d (KV
-// capacity 100000 tokens each) whose leases told it that a, b and c
-// answer whole in 1 s (20 answers each, the last at the time it returns).
-func unansweredBalancer(t *testing.T) (*Balancer, time.Time) {
+// kvBalancer is a balancer of cfg over a, b, c and d, healthy, of KV
+// capacity 100000 tokens each.
+func kvBalancer(t *testing.T, cfg Config) *Balancer {
 	t.Helper()
-	b, err := NewBalancer(DefaultConfig())
+	b, err := NewBalancer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,6 +386,15 @@ func unansweredBalancer(t *testing.T) (*Balancer, time.Time) {
 	if err := b.Update(eps); err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+// unansweredBalancer is a default balancer over a, b, c and d (KV
+// capacity 100000 tokens each) whose leases told it that a, b and c
+// answer whole in 1 s (20 answers each, the last at the time it returns).
+func unansweredBalancer(t *testing.T) (*Balancer, time.Time) {
+	t.Helper()
+	b := kvBalancer(t, DefaultConfig())
 	at := epoch
 	for range 20 {
 		for _, id := range []string{"a", "b", "c"} {
