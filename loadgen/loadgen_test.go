@@ -176,11 +176,12 @@ func TestRefusedConnectionMovesToTheNextURL(t *testing.T) {
 
 // swapper answers each request with another request's answer: the echoed
 // id of the request before it, or, with noEcho, a prompt-token count that
-// shrinks.
+// shrinks. tokens, where set, gives the nth answer's prompt tokens instead.
 type swapper struct {
 	mu     sync.Mutex
 	prev   string
 	noEcho bool
+	tokens func(n int64) int64
 	n      atomic.Int64
 }
 
@@ -197,7 +198,12 @@ func (s *swapper) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Request-Id", id)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":%d,"completion_tokens":1}}`, 1000-s.n.Add(1))
+	n := s.n.Add(1)
+	prompt := 1000 - n
+	if s.tokens != nil {
+		prompt = s.tokens(n)
+	}
+	fmt.Fprintf(w, `{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":%d,"completion_tokens":1}}`, prompt)
 }
 
 // A response that answers another request fails the run: by its echoed
@@ -216,6 +222,45 @@ func TestAnswersToOtherRequestsAreCaught(t *testing.T) {
 			}
 			if rep.Errors[ErrMismatch] == 0 {
 				t.Fatalf("no mismatch caught: %+v", rep.Errors)
+			}
+		})
+	}
+}
+
+// Each of the two checks catches a foreign answer by itself. An echoed
+// X-Request-Id of another request is a mismatch even where the prompt
+// tokens grow as a conversation's do; and, where no id is echoed, a later
+// turn that reports as many prompt tokens as the turn before it is one
+// too: its history is the earlier turn's and more, so a count no larger is
+// another conversation's (a turn that reports none is not). A mismatch
+// ends its conversation, so each run counts exactly the turns named here.
+func TestEachMismatchCheckCatchesAlone(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		s              *swapper
+		conversations  int
+		mismatches, ok int
+		detail         string
+	}{
+		// Turn 0 of conversation 0 gets its own id; turn 1 gets turn 0's,
+		// and conversation 1's turn 0 gets that turn 1's.
+		{"echo", &swapper{tokens: func(n int64) int64 { return 1000 + 100*n }}, 2, 2, 1, "X-Request-Id"},
+		{"same prompt", &swapper{noEcho: true, tokens: func(int64) int64 { return 500 }}, 1, 1, 1, "reports 500 prompt tokens, turn 0 reported 500"},
+		// A turn that reports no usage says nothing of whose answer it is.
+		{"no usage", &swapper{noEcho: true, tokens: func(n int64) int64 { return 500 * max(0, 2-n) }}, 1, 0, 3, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			hs := httptest.NewServer(c.s)
+			defer hs.Close()
+			cfg := config(hs.URL)
+			cfg.Model, cfg.Concurrency = "m", 1
+			rep, err := Run(context.Background(), cfg, multiTurn(t, c.conversations, 3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Errors[ErrMismatch] != c.mismatches || rep.OK != c.ok || !strings.Contains(rep.FirstErrors[ErrMismatch], c.detail) {
+				t.Fatalf("mismatches %d ok %d, want %d and %d, the first naming %q; errors %v %v",
+					rep.Errors[ErrMismatch], rep.OK, c.mismatches, c.ok, c.detail, rep.Errors, rep.FirstErrors)
 			}
 		})
 	}
