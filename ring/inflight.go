@@ -201,10 +201,16 @@ func (l Lease) Sent(at time.Time) {
 	l.h.pace.sent(l.Endpoint, l.h, at)
 }
 
-// unsent takes the lease out of its endpoint's unanswered requests.
-func (l Lease) unsent() {
+// answer takes the lease out of its endpoint's unanswered requests and,
+// with count, tells its pace a sample of kind ch: one lock of the pace's
+// for both.
+func (l Lease) answer(count bool, ch int, weight float64, d time.Duration, at time.Time) {
+	var h *hold
 	if l.h.out.Load() && l.h.out.CompareAndSwap(true, false) {
-		l.h.pace.answered(l.Endpoint, l.h)
+		h = l.h
+	}
+	if h != nil || count {
+		l.h.pace.answer(l.Endpoint, h, count, ch, weight, d, at)
 	}
 }
 
@@ -216,10 +222,7 @@ func (l Lease) FirstToken(ttft time.Duration, at time.Time) {
 	if l.h == nil || l.h.pace == nil || l.h.timed.Swap(true) {
 		return
 	}
-	l.unsent()
-	if l.h.quiet == quiet {
-		l.h.pace.Observe(l.Endpoint, l.h.tokens, ttft, at)
-	}
+	l.answer(l.h.quiet == quiet, streamed, l.h.pace.streamWeight(l.h.tokens), ttft, at)
 }
 
 // WholeAnswer tells the balancer that the request's answer, sent whole
@@ -230,10 +233,7 @@ func (l Lease) WholeAnswer(d time.Duration, at time.Time) {
 	if l.h == nil || l.h.pace == nil || l.h.timed.Swap(true) {
 		return
 	}
-	l.unsent()
-	if l.h.quiet != busyMemory {
-		l.h.pace.ObserveWhole(l.Endpoint, d, at)
-	}
+	l.answer(l.h.quiet != busyMemory, whole, 1, d, at)
 }
 
 // Weight is what the lease counts now (0 once released).
@@ -256,6 +256,6 @@ func (l Lease) Release() {
 		l.h.c.releaseKV(l.h.kv.own, l.h.kv.group, l.h.kv.shared)
 	}
 	if l.h.pace != nil {
-		l.unsent()
+		l.answer(false, 0, 0, 0, time.Time{}) // ended unanswered
 	}
 }

@@ -195,7 +195,7 @@ func (s *paceSums) fade(at time.Time, halfLife time.Duration) {
 // updates the factors.
 func (p *Pace) Observe(id string, tokens int64, ttft time.Duration, at time.Time) {
 	if p != nil {
-		p.observe(id, streamed, float64(max(tokens, 0)+p.cfg.Overhead), ttft, at)
+		p.answer(id, nil, true, streamed, p.streamWeight(tokens), ttft, at)
 	}
 }
 
@@ -203,16 +203,30 @@ func (p *Pace) Observe(id string, tokens int64, ttft time.Duration, at time.Time
 // time at; and updates the factors.
 func (p *Pace) ObserveWhole(id string, d time.Duration, at time.Time) {
 	if p != nil {
-		p.observe(id, whole, 1, d, at)
+		p.answer(id, nil, true, whole, 1, d, at)
 	}
 }
 
-func (p *Pace) observe(id string, ch int, weight float64, d time.Duration, at time.Time) {
-	if d < 0 {
-		return
-	}
+// streamWeight is what a streamed sample of a prompt weighed at tokens
+// weighs: its tokens and a request's fixed cost.
+func (p *Pace) streamWeight(tokens int64) float64 {
+	return float64(max(tokens, 0) + p.cfg.Overhead)
+}
+
+// answer, under one lock, takes h (nil: none) out of endpoint id's
+// unanswered requests and, with count, records a sample of kind ch
+// weighing weight that took d, at time at, and updates the factors.
+func (p *Pace) answer(id string, h *hold, count bool, ch int, weight float64, d time.Duration, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if h != nil {
+		if e := p.eps[id]; e != nil {
+			delete(e.out, h)
+		}
+	}
+	if !count || d < 0 {
+		return
+	}
 	s := &p.endpoint(id, at).ch[ch]
 	s.fade(at, p.cfg.HalfLife)
 	s.seconds += d.Seconds()
@@ -244,7 +258,7 @@ func (p *Pace) recompute(at time.Time) {
 }
 
 // sent records that h, a request to endpoint id, was sent at time at; it
-// counts until [Pace.answered] (see [Lease.Sent]).
+// counts until [Pace.answer] takes it out (see [Lease.Sent]).
 func (p *Pace) sent(id string, h *hold, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -257,15 +271,6 @@ func (p *Pace) sent(id string, h *hold, at time.Time) {
 	}
 	e.out[h] = at
 	p.recompute(at)
-}
-
-// answered forgets h, sent to endpoint id: it was answered, or ended.
-func (p *Pace) answered(id string, h *hold) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if e := p.eps[id]; e != nil {
-		delete(e.out, h)
-	}
 }
 
 // Forget drops the endpoints not in ids.
@@ -321,7 +326,7 @@ func (p *Pace) update(at time.Time) {
 		}
 		next[id] = max(next[id], g)
 	}
-	var meds [channels]float64
+	var wholeMed float64 // the yardstick of unanswered requests' ages
 	rs := make([]float64, 0, len(p.eps))
 	for ch := range channels {
 		rs = rs[:0]
@@ -344,7 +349,9 @@ func (p *Pace) update(at time.Time) {
 		if med <= 0 {
 			continue
 		}
-		meds[ch] = med
+		if ch == whole {
+			wholeMed = med
+		}
 		for id, e := range p.eps {
 			s := &e.ch[ch]
 			if s.n <= 0 || s.weight <= 0 {
@@ -371,7 +378,7 @@ func (p *Pace) update(at time.Time) {
 			slow(id, g)
 		}
 	}
-	if now := cmp.Or(at, p.updated); meds[whole] > 0 && !now.IsZero() {
+	if now := cmp.Or(at, p.updated); wholeMed > 0 && !now.IsZero() {
 		for id, e := range p.eps {
 			if len(e.out) < paceOverdue || e.answers(p.cfg.MinSamples) {
 				continue
@@ -381,7 +388,7 @@ func (p *Pace) update(at time.Time) {
 				rs = append(rs, now.Sub(sent).Seconds())
 			}
 			slices.Sort(rs)
-			if f := rs[(len(rs)-1)/2] / meds[whole]; f >= p.cfg.Threshold {
+			if f := rs[(len(rs)-1)/2] / wholeMed; f >= p.cfg.Threshold {
 				slow(id, min(f, p.cfg.Max))
 				// Found slow: its first answers, when they come, count
 				// in proportion, as a slow endpoint's fading evidence

@@ -306,10 +306,10 @@ func TestSlowEngine(t *testing.T) {
 // and each other request's lease its whole answer's time, so a
 // production balancer's pace (ring.Pace) finds the engine that is ten
 // times slower and moves requests off it, whether the clients stream or
-// not. Unstreamed, P is held until each answer ends, so the bound already
-// keeps the slow engine to a few requests, too few in a half-life for
-// the default pace to count: the test keeps every sample (an hour's
-// half-life) to see that the fleet tells them.
+// not. Unstreamed, P is held until each answer ends, so the bound keeps
+// the slow engine to a few requests, too few answers for the default
+// pace to count: it finds the engine by the requests it has not
+// answered, which the fleet tells each lease it sent (Lease.Sent).
 func TestAnswersTellThePace(t *testing.T) {
 	onSlow := func(stream bool, pace ring.PaceConfig) int {
 		rc := ring.DefaultConfig()
