@@ -126,8 +126,12 @@ type Pace struct {
 	cfg     PaceConfig
 	mu      sync.Mutex
 	eps     map[string]*paceEndpoint
-	updated time.Time                          // the factors' time
-	factors atomic.Pointer[map[string]float64] // the slow endpoints' factors; nil or empty: none
+	updated time.Time // the factors' time
+	// wholeMed is the fleet's median whole answer, in seconds, as of
+	// updated (0: none yet): what a whole answer is clipped by
+	// (paceClip) and unanswered requests' ages are read against.
+	wholeMed float64
+	factors  atomic.Pointer[map[string]float64] // the slow endpoints' factors; nil or empty: none
 }
 
 // paceRecompute is how often, in the samples' time, the factors are
@@ -142,14 +146,42 @@ const paceRecompute = 10 * time.Millisecond
 // (its first byte comes when the whole answer is written, after a decode
 // as long as the answer, which does not depend on the endpoint: keys
 // hash evenly, so every endpoint's answers are alike in length).
+//
+// Alike in their spread, not in their few latest samples: answers'
+// lengths are heavy-tailed (one of 8000 tokens among answers of 128),
+// and one such answer among an endpoint's eight samples put its mean at
+// eight times the fleet's median, slow by pace. So whole answers are
+// read two ways, each against its own median, and an endpoint is slow by
+// the larger:
+//   - whole: their mean, each answer counted for at most paceClip times
+//     the threshold times the fleet's median whole answer (nine times
+//     it, at the default threshold), so that one long answer among
+//     eight brings their mean to at most twice the median, under the
+//     threshold; an engine that slows mid-run, all of its answers late
+//     from then, is found as soon as by the plain mean, but its factor
+//     stops near nine;
+//   - wholeGeo: their geometric mean (the faded mean of their logs): a
+//     slower engine multiplies every answer's time, which shifts the
+//     log mean by the log of its factor whatever the answers' lengths,
+//     and one answer 64 times the median moves eight samples' geometric
+//     mean 1.7 times; it gives a slow engine its whole factor, but moves
+//     slowly when an engine slows after many fast answers (after 75, it
+//     needs about twice as many slow ones as the mean to read three
+//     times slow).
+//
+// Either alone lost somewhere the other won (docs/study.md, "Heavy-tailed
+// answers (stop 45)"). A streamed sample is per prompt token, which the
+// pick knows, so its answers' lengths do not enter it.
 const (
 	streamed = iota
 	whole
+	wholeGeo
 	channels
 )
 
 // paceSums are one endpoint's faded sums of one kind of sample, as of
-// at: the seconds they took, what they weigh (tokens plus the overhead
+// at: the seconds they took (for wholeGeo, the log of each answer's
+// seconds), what they weigh (tokens plus the overhead
 // for streamed ones, 1 for whole answers), and their count.
 type paceSums struct {
 	seconds, weight, n float64
@@ -166,6 +198,10 @@ type paceEndpoint struct {
 	ch  [channels]paceSums
 	out map[*hold]time.Time
 }
+
+// paceClip is how many times the threshold over the fleet's median whole
+// answer one whole answer counts for at most (see the channels above).
+const paceClip = 3
 
 // paceOverdue is how many unanswered requests an endpoint needs before
 // their ages count (see [Pace.update]).
@@ -229,10 +265,36 @@ func (p *Pace) answer(id string, h *hold, count bool, ch int, weight float64, d 
 	}
 	s := &p.endpoint(id, at).ch[ch]
 	s.fade(at, p.cfg.HalfLife)
-	s.seconds += d.Seconds()
+	sec := d.Seconds()
+	if ch == whole {
+		g := &p.endpoint(id, at).ch[wholeGeo]
+		g.fade(at, p.cfg.HalfLife)
+		g.seconds += math.Log(max(sec, minWholeAnswer))
+		g.weight += weight
+		g.n++
+		if p.wholeMed > 0 {
+			sec = min(sec, paceClip*p.cfg.Threshold*p.wholeMed)
+		}
+	}
+	s.seconds += sec
 	s.weight += weight
 	s.n++
 	p.recompute(at)
+}
+
+// minWholeAnswer is the least time, in seconds, a whole answer counts
+// for in the geometric mean: about an engine step, so that an answer
+// timed at 0 does not take the log of 0.
+const minWholeAnswer = 1e-3
+
+// pace is the sums' time per unit of weight: per prompt token for
+// streams, per answer for whole answers (their geometric mean for
+// wholeGeo, whose sums are of logs).
+func (s *paceSums) pace(ch int) float64 {
+	if ch == wholeGeo {
+		return math.Exp(s.seconds / s.weight)
+	}
+	return s.seconds / s.weight
 }
 
 // endpoint returns id's entry, made at time at if new; p.mu must be held.
@@ -336,7 +398,7 @@ func (p *Pace) update(at time.Time) {
 				s.fade(at, p.cfg.HalfLife)
 			}
 			if s.n >= p.cfg.MinSamples && s.weight > 0 {
-				rs = append(rs, s.seconds/s.weight)
+				rs = append(rs, s.pace(ch))
 			}
 		}
 		if len(rs) < 3 {
@@ -357,7 +419,7 @@ func (p *Pace) update(at time.Time) {
 			if s.n <= 0 || s.weight <= 0 {
 				continue
 			}
-			f := s.seconds / s.weight / med
+			f := s.pace(ch) / med
 			switch {
 			case f < p.cfg.Threshold:
 				s.slow = false
@@ -378,6 +440,7 @@ func (p *Pace) update(at time.Time) {
 			slow(id, g)
 		}
 	}
+	p.wholeMed = wholeMed
 	if now := cmp.Or(at, p.updated); wholeMed > 0 && !now.IsZero() {
 		for id, e := range p.eps {
 			if len(e.out) < paceOverdue || e.answers(p.cfg.MinSamples) {
