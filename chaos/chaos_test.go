@@ -123,19 +123,37 @@ func heavy(c *Cluster, d time.Duration) (wait func() *Client) {
 }
 
 func steadyN(c *Cluster, d time.Duration, streamEvery, clients int, think time.Duration) (wait func() *Client) {
-	cl := c.NewClient()
+	wait, _ = steadyStop(c, d, streamEvery, clients, think)
+	return wait
+}
+
+// steadyStop is steadyN whose load can also end early: stop(after) ends
+// it after more of it (0: at once; never past d) and returns the client
+// once its last requests are answered.
+func steadyStop(c *Cluster, d time.Duration, streamEvery, clients int, think time.Duration) (wait func() *Client, stop func(after time.Duration) *Client) {
+	return loadFor(c.NewClient(), d, func(ctx context.Context, cl *Client) {
+		cl.Steady(ctx, clients, 6, 4, streamEvery, think)
+	})
+}
+
+// loadFor runs load on cl in the background for at most d; wait and stop
+// are steadyStop's.
+func loadFor(cl *Client, d time.Duration, load func(ctx context.Context, cl *Client)) (wait func() *Client, stop func(after time.Duration) *Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	done := make(chan struct{})
 	go func() {
-		cl.Steady(ctx, clients, 6, 4, streamEvery, think)
+		load(ctx, cl)
 		close(done)
 	}()
-	return func() *Client {
+	stop = func(after time.Duration) *Client {
+		end := time.AfterFunc(after, cancel)
 		<-done
+		end.Stop()
 		cancel()
 		cl.Close()
 		return cl
 	}
+	return func() *Client { return stop(d) }, stop
 }
 
 // No faults: every request answered by its own engine, conversations

@@ -48,7 +48,9 @@ func TestEngineDeathAndReturn(t *testing.T) {
 	scenario(t, DefaultConfig(), func(t *testing.T, c *Cluster) {
 		victim := EngineURL(1)
 		before := c.Homes(probeKeys)
-		wait := steady(c, 60*time.Second, 4)
+		// 25 s of load (60 s until stop 44) outlast the death, the
+		// ejection (0.8 s), 5 s out and the return (under a second).
+		wait := steady(c, 25*time.Second, 4)
 		time.Sleep(5 * time.Second)
 		killed := time.Now()
 		c.KillEngine(1)
@@ -98,16 +100,16 @@ func TestEngineDeathAndReturn(t *testing.T) {
 
 func hostOf(url string) string { return url[len("http://"):] }
 
-// Scenario 4: an engine whose port goes up and down every second. Each
-// flap moves its keys and only its keys; no flap moves anything else, and
-// nothing is lost.
+// Scenario 4: an engine whose port goes up and down every second, ten
+// times (twenty until stop 44). Each flap moves its keys and only its
+// keys; no flap moves anything else, and nothing is lost.
 func TestFlappingEngine(t *testing.T) {
 	scenario(t, DefaultConfig(), func(t *testing.T, c *Cluster) {
 		victim := EngineURL(2)
 		base := c.Homes(probeKeys)
-		wait := steady(c, 25*time.Second, 0)
+		wait := steady(c, 13*time.Second, 0)
 		prev, flaps, maxMoves, others := base, 0, 0, 0
-		for k := range 20 {
+		for k := range 10 {
 			time.Sleep(time.Second)
 			if k%2 == 0 {
 				c.KillEngine(2)
@@ -252,7 +254,7 @@ func TestFailingEngine(t *testing.T) {
 			cfg.Proxy.UpstreamTimeout = 3 * time.Second
 			scenario(t, cfg, func(t *testing.T, c *Cluster) {
 				victim := EngineURL(3)
-				wait := steady(c, 40*time.Second, 0)
+				_, stop := steadyStop(c, 40*time.Second, 0, 12, 200*time.Millisecond)
 				time.Sleep(3 * time.Second)
 				f := vllm.Faults{ErrorRate: 1}
 				if mode == "hang" {
@@ -266,8 +268,11 @@ func TestFailingEngine(t *testing.T) {
 				if err := c.Engine(3).Server.SetFaults(vllm.Faults{}); err != nil {
 					t.Fatal(err)
 				}
+				// The load ends as the engine heals (until stop 44 it ran
+				// 40 s, past the return of errors and short of hang's):
+				// its return is the probes' doing.
+				cl := stop(0)
 				returned := waitRouted(t, c, victim, true, 2*time.Minute)
-				cl := wait()
 				tally := Count(cl.Outcomes())
 				if tally.Mismatched != 0 || tally.Failed > tally.Requests/20 {
 					t.Fatalf("%v", tally)
@@ -279,7 +284,8 @@ func TestFailingEngine(t *testing.T) {
 }
 
 // A poison prompt: every engine answers one prompt with 500. A client sends
-// it 100 times, retrying each twice as the OpenAI SDKs do, while the
+// it 20 times (100 until stop 44; three 5xx in a row would eject an
+// engine if they counted), retrying each twice as the OpenAI SDKs do, while the
 // standard load runs: the 5xx each poison call gets from several engines is
 // the request's fault and counts against none, so nothing is ejected and
 // the other clients keep every answer.
@@ -288,11 +294,11 @@ func TestPoisonPrompt(t *testing.T) {
 	cfg.Engine.Faults.Poison = "POISON-PROMPT"
 	scenario(t, cfg, func(t *testing.T, c *Cluster) {
 		waitAgreement(t, c, time.Second)
-		wait := steady(c, 20*time.Second, 5)
+		wait := steady(c, 6*time.Second, 5)
 		poison := c.NewClient()
 		body := []byte(`{"model":"meta-llama/Llama-3.1-8B-Instruct","max_tokens":8,"messages":[{"role":"user","content":"POISON-PROMPT please"}]}`)
 		bad := 0
-		for i := range 100 {
+		for i := range 20 {
 			for try := 0; try < 3; try++ { // the SDKs' default: 2 retries
 				o := poison.Do(context.Background(), fmt.Sprintf("poison-%d-%d", i, try), body, false)
 				if o.Status < 500 {
@@ -312,6 +318,6 @@ func TestPoisonPrompt(t *testing.T) {
 				t.Fatalf("%s was ejected by a prompt every engine fails", u)
 			}
 		}
-		report(t, "%d poison calls (100 x 3 tries): %s; no engine ejected", bad, tally)
+		report(t, "%d poison calls (20 x 3 tries): %s; no engine ejected", bad, tally)
 	})
 }
