@@ -46,13 +46,16 @@ func TestWorkersAcrossReplicas(t *testing.T) {
 
 // Workers churn under load: 250 registrations and removals of four
 // extra engines, through every replica's workers API in turn, while the
-// standard load runs (1,000 calls until stop 44; 250 still add and remove
-// each engine 31 times, each call at another replica than the engine's
-// last one). A removal at a replica the add has not reached yet gets 404
-// (the set is eventually consistent). Nothing fails, every replica ends
-// with the same workers and routes the same endpoints, and each call costs
-// one op of gossip (workers.TestLocalSendsOnlyNewOps), so the churn's
-// gossip grows with the calls, not with the set.
+// standard load runs. The calls come 45 ms apart, so that the churn spans
+// two push/pull rounds (5 s apart), whose ops cross the calls' own sends
+// (1,000 calls 15 ms apart until stop 44; with 250 calls 15 ms apart, a
+// merge that kept the older op passed); each engine is still added and
+// removed 31 times, each call at another replica than the engine's last.
+// A removal at a replica the add has not reached yet gets 404 (the set is
+// eventually consistent). Nothing fails, every replica ends with the same
+// workers and routes the same endpoints, and each call costs one op of
+// gossip (workers.TestLocalSendsOnlyNewOps), so the churn's gossip grows
+// with the calls, not with the set.
 func TestWorkersChurnUnderLoad(t *testing.T) {
 	t.Parallel()
 	cfg := DefaultConfig()
@@ -70,7 +73,7 @@ func TestWorkersChurnUnderLoad(t *testing.T) {
 			}
 			return code
 		}
-		wait := steady(c, 6*time.Second, 5)
+		wait := steady(c, 13*time.Second, 5)
 		const ops = 250
 		want := map[string]bool{}
 		codes := map[int]int{}
@@ -86,13 +89,13 @@ func TestWorkersChurnUnderLoad(t *testing.T) {
 			case code == http.StatusAccepted:
 				want[url] = method == "POST"
 			case code == http.StatusNotFound && method == "DELETE":
-				// The add, made at another replica 15 ms before, has
+				// The add, made at another replica 180 ms before, has
 				// not reached this one yet: the set is eventually
 				// consistent, and the worker stays.
 			default:
 				t.Fatalf("%s %s at r%d: %d", method, url, i%cfg.Replicas, code)
 			}
-			time.Sleep(15 * time.Millisecond)
+			time.Sleep(45 * time.Millisecond)
 		}
 		tally := Count(wait().Outcomes())
 		if tally.OK != tally.Requests || tally.Requests < 100 {
