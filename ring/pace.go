@@ -200,7 +200,8 @@ type paceEndpoint struct {
 }
 
 // paceClip is how many times the threshold over the fleet's median whole
-// answer one whole answer counts for at most (see the channels above).
+// answer one whole answer counts for at most in the whole channel's mean
+// (see the channels above).
 const paceClip = 3
 
 // paceOverdue is how many unanswered requests an endpoint needs before
@@ -263,11 +264,12 @@ func (p *Pace) answer(id string, h *hold, count bool, ch int, weight float64, d 
 	if !count || d < 0 {
 		return
 	}
-	s := &p.endpoint(id, at).ch[ch]
+	e := p.endpoint(id, at)
+	s := &e.ch[ch]
 	s.fade(at, p.cfg.HalfLife)
 	sec := d.Seconds()
 	if ch == whole {
-		g := &p.endpoint(id, at).ch[wholeGeo]
+		g := &e.ch[wholeGeo]
 		g.fade(at, p.cfg.HalfLife)
 		g.seconds += math.Log(max(sec, minWholeAnswer))
 		g.weight += weight
