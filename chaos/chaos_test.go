@@ -113,24 +113,27 @@ func checkNoGhostLoad(t *testing.T, c *Cluster) time.Duration {
 // steady runs the standard load for d in the background; wait returns the
 // client when it is done.
 func steady(c *Cluster, d time.Duration, streamEvery int) (wait func() *Client) {
+	wait, _ = steadyStop(c, d, streamEvery)
+	return wait
+}
+
+// steadyStop is steady whose load can also end early: stop(after) ends
+// it after more of it (0: at once; never past d) and returns the client
+// once its last requests are answered.
+func steadyStop(c *Cluster, d time.Duration, streamEvery int) (wait func() *Client, stop func(after time.Duration) *Client) {
 	return steadyN(c, d, streamEvery, 12, 200*time.Millisecond)
 }
 
 // heavy is a load at which the bound matters: 16 clients, 30 ms think
 // (about 4 requests in flight per engine, at the bound's floor).
 func heavy(c *Cluster, d time.Duration) (wait func() *Client) {
-	return steadyN(c, d, 0, 16, 30*time.Millisecond)
-}
-
-func steadyN(c *Cluster, d time.Duration, streamEvery, clients int, think time.Duration) (wait func() *Client) {
-	wait, _ = steadyStop(c, d, streamEvery, clients, think)
+	wait, _ = steadyN(c, d, 0, 16, 30*time.Millisecond)
 	return wait
 }
 
-// steadyStop is steadyN whose load can also end early: stop(after) ends
-// it after more of it (0: at once; never past d) and returns the client
-// once its last requests are answered.
-func steadyStop(c *Cluster, d time.Duration, streamEvery, clients int, think time.Duration) (wait func() *Client, stop func(after time.Duration) *Client) {
+// steadyN runs clients conversing with think time between turns, for at
+// most d; wait and stop are steadyStop's.
+func steadyN(c *Cluster, d time.Duration, streamEvery, clients int, think time.Duration) (wait func() *Client, stop func(after time.Duration) *Client) {
 	return loadFor(c.NewClient(), d, func(ctx context.Context, cl *Client) {
 		cl.Steady(ctx, clients, 6, 4, streamEvery, think)
 	})

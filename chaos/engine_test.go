@@ -254,7 +254,7 @@ func TestFailingEngine(t *testing.T) {
 			cfg.Proxy.UpstreamTimeout = 3 * time.Second
 			scenario(t, cfg, func(t *testing.T, c *Cluster) {
 				victim := EngineURL(3)
-				_, stop := steadyStop(c, 40*time.Second, 0, 12, 200*time.Millisecond)
+				_, stop := steadyStop(c, 40*time.Second, 0)
 				time.Sleep(3 * time.Second)
 				f := vllm.Faults{ErrorRate: 1}
 				if mode == "hang" {

@@ -390,7 +390,7 @@ func (p *Pace) update(at time.Time) {
 		}
 		next[id] = max(next[id], g)
 	}
-	var wholeMed float64 // the yardstick of unanswered requests' ages
+	p.wholeMed = 0 // the yardstick of unanswered requests' ages
 	rs := make([]float64, 0, len(p.eps))
 	for ch := range channels {
 		rs = rs[:0]
@@ -414,7 +414,7 @@ func (p *Pace) update(at time.Time) {
 			continue
 		}
 		if ch == whole {
-			wholeMed = med
+			p.wholeMed = med
 		}
 		for id, e := range p.eps {
 			s := &e.ch[ch]
@@ -442,8 +442,7 @@ func (p *Pace) update(at time.Time) {
 			slow(id, g)
 		}
 	}
-	p.wholeMed = wholeMed
-	if now := cmp.Or(at, p.updated); wholeMed > 0 && !now.IsZero() {
+	if now := cmp.Or(at, p.updated); p.wholeMed > 0 && !now.IsZero() {
 		for id, e := range p.eps {
 			if len(e.out) < paceOverdue || e.answers(p.cfg.MinSamples) {
 				continue
@@ -453,7 +452,7 @@ func (p *Pace) update(at time.Time) {
 				rs = append(rs, now.Sub(sent).Seconds())
 			}
 			slices.Sort(rs)
-			if f := rs[(len(rs)-1)/2] / wholeMed; f >= p.cfg.Threshold {
+			if f := rs[(len(rs)-1)/2] / p.wholeMed; f >= p.cfg.Threshold {
 				slow(id, min(f, p.cfg.Max))
 				// Found slow: its first answers, when they come, count
 				// in proportion, as a slow endpoint's fading evidence
