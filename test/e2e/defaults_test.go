@@ -70,7 +70,7 @@ func TestDefaultsMultiProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
-	up := newUpstreams(t, 4)
+	up := newUpstreams(t, 8)
 	common := []string{"--endpoints", strings.Join(up.urls, ","), "--gossip-key", testKey, "--gossip-interval", "50ms", "--sketch-interval", "100ms"}
 	r0 := startServe(t, "d0", append(common, "--gossip-bind", "127.0.0.1:0")...)
 	seed := r0.selfAddr(t)
@@ -82,13 +82,30 @@ func TestDefaultsMultiProcess(t *testing.T) {
 		waitFor(t, r.name+" to see 3 members", 10*time.Second, func() bool { return len(r.cluster(t).Members) == 3 })
 	}
 	// Without the table, every conversation keys on the system prompt's
-	// first chunk: one endpoint for all.
+	// first chunk: one endpoint for all. Three conversations continue the
+	// system prompt three ways, one fewer than the default --sketch-fanout
+	// (4), so no replica can learn the table while they are sent: with
+	// six, a slow machine let the sketch publish between the fourth and
+	// the sixth, and the last ones went elsewhere. Over 8 endpoints, three
+	// conversations keyed past the system prompt would all meet on one
+	// with odds 1 in 64.
 	before := map[string]bool{}
-	for c := range 6 {
-		before[sendCompletion(t, reps[c%3], completion(c, 0))] = true
+	for c := range 3 {
+		for k := range 2 {
+			before[sendCompletion(t, reps[(c+k)%3], completion(c, k))] = true
+		}
 	}
 	if len(before) != 1 {
 		t.Fatalf("before the sketch: %d endpoints, want the system prompt's one", len(before))
+	}
+	for _, r := range reps {
+		if n := r.common(t); n != 0 {
+			t.Fatalf("%s learned %d shared prefixes from three continuations; the default fanout is 4", r.name, n)
+		}
+	}
+	// Three more conversations make six continuations: enough to learn.
+	for c := 3; c < 6; c++ {
+		sendCompletion(t, reps[c%3], completion(c, 0))
 	}
 	for _, r := range reps {
 		waitFor(t, r.name+" to learn the shared system prompt", 10*time.Second, func() bool { return r.common(t) >= 1 })
