@@ -28,6 +28,9 @@ type Config struct {
 	AdminListen string
 	// Pprof serves Go's profiler under /debug/pprof/ on the admin listener.
 	Pprof bool
+	// TLS, when its files are set, serves the API listener (and with
+	// TLS.Admin the admin listener) over TLS.
+	TLS TLSConfig
 
 	// Policy names the routing policy ([policy.Names]).
 	Policy string
@@ -134,6 +137,7 @@ func DefaultConfig() Config {
 		Proxy:  proxy.DefaultConfig(), Server: proxy.DefaultServerConfig(), Health: upstream.DefaultHealthConfig(),
 		KV:         upstream.DefaultKVConfig(),
 		Sources:    Sources{DNSInterval: 10 * time.Second, FileInterval: 5 * time.Second},
+		TLS:        TLSConfig{Interval: 10 * time.Second},
 		Workers:    WorkersConfig{Mode: WorkersAdmin, Policy: workers.DefaultPolicy()},
 		DrainDelay: 5 * time.Second, DrainTimeout: 20 * time.Second,
 	}
@@ -154,6 +158,9 @@ func (c Config) Validate() error {
 			c.Sketch.Fanout, c.Sketch.Epoch, c.Sketch.Interval)
 	case c.DrainDelay < 0 || c.DrainTimeout < 0:
 		return fmt.Errorf("drain delay %v, timeout %v: must not be negative", c.DrainDelay, c.DrainTimeout)
+	}
+	if err := c.TLS.Validate(); err != nil {
+		return err
 	}
 	switch c.Workers.Mode {
 	case WorkersOff:
@@ -186,4 +193,34 @@ func (c Config) Validate() error {
 		return ErrGossipKeyMissing
 	}
 	return c.Gossip.Validate()
+}
+
+// TLSConfig is how the replica's listeners serve TLS.
+type TLSConfig struct {
+	// CertFile and KeyFile are the PEM certificate chain and private key
+	// the API listener serves; both empty: plain HTTP.
+	CertFile, KeyFile string
+	// Admin serves the admin listener over TLS too, with the same
+	// certificate: its bearer token (--admin-token) then never crosses the
+	// network in the clear.
+	Admin bool
+	// Interval is how often the files are checked for a change (a
+	// rotated certificate); SIGHUP re-reads them at once.
+	Interval time.Duration
+}
+
+// Enabled reports whether the API listener serves TLS.
+func (c TLSConfig) Enabled() bool { return c.CertFile != "" }
+
+// Validate reports a TLS configuration the replica cannot serve.
+func (c TLSConfig) Validate() error {
+	switch {
+	case (c.CertFile == "") != (c.KeyFile == ""):
+		return fmt.Errorf("tls: give both a certificate file and a key file (got certificate %q, key %q)", c.CertFile, c.KeyFile)
+	case c.Admin && !c.Enabled():
+		return errors.New("tls: the admin listener's TLS needs a certificate and key file")
+	case c.Enabled() && c.Interval <= 0:
+		return fmt.Errorf("tls: reload interval %v must be positive", c.Interval)
+	}
+	return nil
 }

@@ -48,8 +48,8 @@ type Options struct {
 	// off; empty: os.Hostname.
 	Hostname string
 	// Reload receives the signals (SIGHUP) that ask the replica to re-read
-	// what it can: the endpoints file, at once. Without one, a signal is
-	// logged as ignored. nil: none.
+	// what it can: the endpoints file and the TLS certificate, at once.
+	// Without either, a signal is logged as ignored. nil: none.
 	Reload <-chan os.Signal
 }
 
@@ -69,6 +69,7 @@ type Replica struct {
 	workers   *workers.Set  // nil: workers API off
 	public    *proxy.Server
 	admin     http.Handler
+	cert      *proxy.Certificate // nil: plain HTTP
 
 	draining atomic.Bool
 	started  chan struct{}
@@ -88,6 +89,12 @@ func New(cfg Config, opts Options) (*Replica, error) {
 	}
 	r := &Replica{cfg: cfg, opts: opts, log: log, reg: opts.Registry, transport: opts.Transport,
 		started: make(chan struct{}), abort: make(chan struct{})}
+	if cfg.TLS.Enabled() {
+		var err error
+		if r.cert, err = proxy.LoadCertificate(cfg.TLS.CertFile, cfg.TLS.KeyFile); err != nil {
+			return nil, err
+		}
+	}
 	if r.reg == nil {
 		r.reg = prometheus.NewRegistry()
 		r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -238,9 +245,13 @@ func (r *Replica) Run(ctx context.Context) error {
 		r.closeNode(false)
 		return err
 	}
+	if r.cert != nil {
+		ln = proxy.TLSListener(ln, r.cert.ServerTLS())
+		wg.Go(func() { r.cert.Watch(bg, r.cfg.TLS.Interval, r.log) })
+	}
 	done := make(chan error, 1)
 	wg.Go(func() { done <- r.public.Serve(ln) })
-	r.log.Info("serving", "listen", ln.Addr().String())
+	r.log.Info("serving", "listen", ln.Addr().String(), "tls", r.cert != nil)
 	close(r.started)
 
 	select {
@@ -306,18 +317,24 @@ func (r *Replica) startSources(bg context.Context, wg *sync.WaitGroup) error {
 	return nil
 }
 
-// reload answers each reload signal until ctx ends: the endpoints file is
-// re-read at once; without one, the signal is logged as ignored (it no
-// longer kills the router, as SIGHUP's default action would, cutting
-// streams in flight).
+// reload answers each reload signal until ctx ends: the endpoints file
+// and the TLS certificate are re-read at once; without either, the signal
+// is logged as ignored (it no longer kills the router, as SIGHUP's default
+// action would, cutting streams in flight).
 func (r *Replica) reload(ctx context.Context, reread chan<- struct{}) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case sig := <-r.opts.Reload:
+			if r.cert != nil {
+				r.log.Info("signal: re-reading the TLS certificate", "signal", sig)
+				r.cert.ReloadAndLog(r.log)
+			}
 			if r.cfg.Sources.File == "" {
-				r.log.Info("signal ignored: no endpoints file to re-read", "signal", sig)
+				if r.cert == nil {
+					r.log.Info("signal ignored: no endpoints file or TLS certificate to re-read", "signal", sig)
+				}
 				continue
 			}
 			r.log.Info("signal: re-reading the endpoints file", "signal", sig, "path", r.cfg.Sources.File)
@@ -359,6 +376,9 @@ func (r *Replica) serveAdmin(wg *sync.WaitGroup) (stop func(), err error) {
 		}
 		return nil, fmt.Errorf("admin listener: %w", err)
 	}
+	if r.cfg.TLS.Admin {
+		ln = proxy.TLSListener(ln, r.cert.ServerTLS())
+	}
 	srv := &http.Server{Handler: r.admin, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(r.log.Handler(), slog.LevelWarn)}
 	wg.Go(func() {
@@ -366,7 +386,7 @@ func (r *Replica) serveAdmin(wg *sync.WaitGroup) (stop func(), err error) {
 			r.log.Error("admin listener stopped", "err", err)
 		}
 	})
-	r.log.Info("admin", "listen", ln.Addr().String())
+	r.log.Info("admin", "listen", ln.Addr().String(), "tls", r.cfg.TLS.Admin)
 	return func() { _ = srv.Close() }, nil
 }
 

@@ -75,6 +75,11 @@ func listen(t *testing.T) net.Listener {
 // start runs a replica over two engines and returns its API and admin
 // URLs, the replica, and the channel Run's result arrives on.
 func start(t *testing.T, ctx context.Context, mutate func(*Config)) (api, admin string, r *Replica, done chan error) {
+	return startWith(t, ctx, mutate, Options{})
+}
+
+// startWith is start with opts, less the listeners and seed it sets.
+func startWith(t *testing.T, ctx context.Context, mutate func(*Config), opts Options) (api, admin string, r *Replica, done chan error) {
 	cfg := DefaultConfig()
 	cfg.Sources.Static = []string{engine(t, "a").URL, engine(t, "b").URL}
 	cfg.DrainDelay, cfg.DrainTimeout = 0, 5*time.Second
@@ -82,7 +87,8 @@ func start(t *testing.T, ctx context.Context, mutate func(*Config)) (api, admin 
 		mutate(&cfg)
 	}
 	ln, aln := listen(t), listen(t)
-	r, err := New(cfg, Options{Listener: ln, AdminListener: aln, Seed: 1})
+	opts.Listener, opts.AdminListener, opts.Seed = ln, aln, 1
+	r, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,10 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "listen", Value: ":8080", EnvVars: env("listen"), Usage: "address the router serves the OpenAI API, /healthz and /readyz on"},
 		&cli.StringFlag{Name: "admin-listen", Value: ":9090", EnvVars: env("admin-listen"), Usage: "address of the admin listener: /metrics, /debug/ring, /debug/cluster, /healthz, /readyz (and /debug/pprof/ with --pprof); reachable by Prometheus, never expose it publicly; empty: off"},
 		&cli.BoolFlag{Name: "pprof", EnvVars: env("pprof"), Usage: "serve Go's profiler under /debug/pprof/ on the admin listener"},
+		&cli.StringFlag{Name: "tls-cert-file", EnvVars: env("tls-cert-file"), Usage: "serve the API listener over TLS (HTTP/1.1, TLS 1.2 or later) with this PEM certificate chain; with --tls-key-file; re-read when it changes (checked every --tls-reload-interval) and on SIGHUP, a pair that does not load keeping the last good one"},
+		&cli.StringFlag{Name: "tls-key-file", EnvVars: env("tls-key-file"), Usage: "the PEM private key of --tls-cert-file"},
+		&cli.BoolFlag{Name: "admin-tls", EnvVars: env("admin-tls"), Usage: "serve the admin listener over TLS too, with --tls-cert-file's certificate (Prometheus then scrapes with scheme https)"},
+		&cli.DurationFlag{Name: "tls-reload-interval", Value: 10 * time.Second, EnvVars: env("tls-reload-interval"), Usage: "how often the TLS certificate and key files are checked for a change"},
 		&cli.StringSliceFlag{Name: "endpoints", EnvVars: env("endpoints"), Usage: "inference server roots, comma-separated (http://10.0.0.7:8000; a trailing /v1 is dropped), each optionally labelled (gpu-a=http://10.0.0.7:8000: the label is what clients and logs see)"},
 		&cli.StringFlag{Name: "endpoints-dns", EnvVars: env("endpoints-dns"), Usage: "discover endpoints from DNS: host:port (A/AAAA records, e.g. a headless Service) or an SRV name _svc._tcp.host; routed together with --endpoints"},
 		&cli.DurationFlag{Name: "dns-interval", Value: 10 * time.Second, EnvVars: env("dns-interval"), Usage: "how often --endpoints-dns is re-resolved"},
@@ -172,6 +176,9 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 	if c.Bool("kv-scrape") {
 		acting = append(acting, positive("kv-scrape-interval"))
 	}
+	if c.String("tls-cert-file") != "" {
+		acting = append(acting, positive("tls-reload-interval"))
+	}
 	if err := checkRanges(c, acting...); err != nil {
 		return cfg, nil, err
 	}
@@ -182,6 +189,14 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 		return cfg, nil, err
 	}
 	cfg.Listen, cfg.AdminListen, cfg.Pprof, cfg.Policy = c.String("listen"), c.String("admin-listen"), c.Bool("pprof"), c.String("policy")
+	cfg.TLS = router.TLSConfig{CertFile: c.String("tls-cert-file"), KeyFile: c.String("tls-key-file"), Admin: c.Bool("admin-tls"),
+		Interval: c.Duration("tls-reload-interval")}
+	switch {
+	case (cfg.TLS.CertFile == "") != (cfg.TLS.KeyFile == ""):
+		return cfg, nil, errors.New("--tls-cert-file and --tls-key-file go together: give both or neither")
+	case cfg.TLS.Admin && cfg.TLS.CertFile == "":
+		return cfg, nil, errors.New("--admin-tls serves --tls-cert-file's certificate: give --tls-cert-file and --tls-key-file")
+	}
 	cfg.Key.MaxChars, cfg.Key.PromptChars, cfg.Key.SharedChars = c.Int("prefix-chars"), c.Int("prompt-chars"), c.Int("shared-chars")
 	cfg.Sketch = router.SketchConfig{Enabled: c.Bool("sketch"), Fanout: c.Int("sketch-fanout"), Epoch: c.Duration("sketch-epoch"),
 		Interval: c.Duration("sketch-interval")}
@@ -274,7 +289,8 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 
 // adminWarnings name the flags given that shape what this replica does not
 // run: the workers API (off, or on an admin listener turned off), the
-// profiler without an admin listener, --gossip-insecure beside a key.
+// profiler or the admin listener's TLS without an admin listener,
+// --gossip-insecure beside a key.
 func adminWarnings(c *cli.Context, cfg router.Config) (warnings []string) {
 	served := cfg.Workers.Mode == router.WorkersPublic || (cfg.Workers.Mode == router.WorkersAdmin && cfg.AdminListen != "")
 	if !served {
@@ -286,6 +302,9 @@ func adminWarnings(c *cli.Context, cfg router.Config) (warnings []string) {
 	}
 	if cfg.Pprof && cfg.AdminListen == "" {
 		warnings = append(warnings, "--pprof has no effect with --admin-listen empty")
+	}
+	if cfg.TLS.Admin && cfg.AdminListen == "" {
+		warnings = append(warnings, "--admin-tls has no effect with --admin-listen empty")
 	}
 	if cfg.GossipInsecure && cfg.Gossip != nil && cfg.Gossip.Key != nil {
 		warnings = append(warnings, "--gossip-insecure has no effect with a gossip key: gossip is encrypted")

@@ -394,3 +394,28 @@ func TestServeAdminFlagsSayWhatCannotAct(t *testing.T) {
 		t.Errorf("--gossip-insecure with a key: warnings %v, err %v", w, err)
 	}
 }
+
+// The TLS flags: the certificate and key go together, --admin-tls needs
+// them and is warned about without an admin listener, and the files are
+// handed to the replica as given.
+func TestServeTLSFlags(t *testing.T) {
+	for _, args := range [][]string{{"--tls-cert-file=c.pem"}, {"--tls-key-file=k.pem"}} {
+		if _, _, err := runServeFlags(t, args...); err == nil || !strings.Contains(err.Error(), "--tls-cert-file and --tls-key-file") {
+			t.Errorf("%v: err %v, want one naming both flags", args, err)
+		}
+	}
+	if _, _, err := runServeFlags(t, "--admin-tls"); err == nil || !strings.Contains(err.Error(), "--admin-tls") {
+		t.Errorf("--admin-tls alone: err %v, want one naming it", err)
+	}
+	files := []string{"--tls-cert-file=c.pem", "--tls-key-file=k.pem"}
+	if _, _, err := runServeFlags(t, append(files, "--tls-reload-interval=0s")...); err == nil || !strings.Contains(err.Error(), "--tls-reload-interval") {
+		t.Errorf("--tls-reload-interval 0: err %v, want one naming it", err)
+	}
+	if _, w, err := runServeFlags(t, append(files, "--admin-tls", "--admin-listen=")...); err != nil || len(w) != 1 || !strings.Contains(w[0], "--admin-tls") {
+		t.Errorf("--admin-tls without an admin listener: warnings %v, err %v", w, err)
+	}
+	cfg, w, err := runServeFlags(t, append(files, "--admin-tls")...)
+	if err != nil || len(w) != 0 || cfg.TLS != (router.TLSConfig{CertFile: "c.pem", KeyFile: "k.pem", Admin: true, Interval: 10 * time.Second}) {
+		t.Errorf("the TLS flags: %+v, warnings %v, err %v", cfg.TLS, w, err)
+	}
+}
