@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -182,4 +183,51 @@ func TestTLSListener(t *testing.T) {
 	if err := json.NewDecoder(plain.Body).Decode(&body); err != nil || plain.StatusCode != 400 || body.Error.Code != "http_to_https" {
 		t.Fatalf("plain HTTP to the TLS listener: %d, code %q, decode %v; want 400 http_to_https", plain.StatusCode, body.Error.Code, err)
 	}
+}
+
+// A client that opens a connection to the TLS listener and never starts
+// its handshake holds its connection slot only until the header timeout:
+// the handshake runs under the server's read deadline, so a silent
+// connection cannot keep the router's one slot from an HTTPS client.
+func TestTLSHandshakeIsBoundedByTheHeaderTimeout(t *testing.T) {
+	certFile, keyFile, pool := testcert.Write(t, t.TempDir(), "one")
+	c, err := proxy.LoadCertificate(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := proxy.DefaultServerConfig()
+	cfg.ReadHeaderTimeout, cfg.MaxConnections = 200*time.Millisecond, 1
+	srv, err := proxy.NewServer(cfg, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(proxy.TLSListener(ln, c.ServerTLS())) }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	silent, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	_ = silent.SetReadDeadline(time.Now().Add(30 * time.Second)) // a guard: the server closes it long before
+	var ne net.Error
+	if _, err := io.Copy(io.Discard, silent); errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("a silent connection still open after 30 s (%v); want the server to close it at its header timeout", err)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("https://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatalf("an HTTPS client after the silent one: %v", err)
+	}
+	resp.Body.Close()
 }
