@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -171,4 +172,33 @@ func looksLikeHTTP(h []byte) bool {
 		}
 	}
 	return false
+}
+
+// ClientTLS returns the tls.Config the router dials https endpoints
+// with: the system's roots and the PEM certificates in caFile (empty:
+// the system's alone), and with cert (nil: none) the client certificate
+// it presents to engines that ask for one (vLLM's --ssl-cert-reqs),
+// re-read as cert is.
+func ClientTLS(caFile string, cert *Certificate) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("upstream CA file: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("upstream CA file %s: no PEM certificate in it", caFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if cert != nil {
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return cert.cur.Load(), nil
+		}
+	}
+	return cfg, nil
 }

@@ -6,10 +6,12 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -230,4 +232,73 @@ func TestTLSHandshakeIsBoundedByTheHeaderTimeout(t *testing.T) {
 		t.Fatalf("an HTTPS client after the silent one: %v", err)
 	}
 	resp.Body.Close()
+}
+
+// httpsEngine starts an https server whose certificate pool trusts and
+// which, with clients non-nil, requires a client certificate those
+// roots sign.
+func httpsEngine(t *testing.T, clients *x509.CertPool) (url, caFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	certFile, keyFile, _ := testcert.Write(t, dir, "engine")
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
+	if clients != nil {
+		s.TLS.ClientAuth, s.TLS.ClientCAs = tls.RequireAndVerifyClientCert, clients
+	}
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	return s.URL, certFile
+}
+
+// ClientTLS trusts the CA file's authorities beside the system's and
+// presents the client certificate to an engine that requires one; each
+// part left out fails as the engine or Go's verification says.
+func TestClientTLS(t *testing.T) {
+	clientCert, clientKey, clients := testcert.Write(t, t.TempDir(), "router")
+	url, caFile := httpsEngine(t, clients)
+	cert, err := proxy.LoadCertificate(clientCert, clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(caFile string, cert *proxy.Certificate) error {
+		cfg, err := proxy.ClientTLS(caFile, cert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+		defer c.CloseIdleConnections()
+		resp, err := c.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	if err := get(caFile, cert); err != nil {
+		t.Fatalf("with the CA and the client certificate: %v", err)
+	}
+	var unknown x509.UnknownAuthorityError
+	if err := get("", cert); !errors.As(err, &unknown) {
+		t.Fatalf("without the CA file: %v, want an unknown authority", err)
+	}
+	if err := get(caFile, nil); err == nil {
+		t.Fatal("without a client certificate the engine answered")
+	}
+	bad := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(bad, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := proxy.ClientTLS(bad, nil); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("a CA file with no certificate: %v, want an error naming it", err)
+	}
 }

@@ -31,6 +31,10 @@ type Config struct {
 	// TLS, when its files are set, serves the API listener (and with
 	// TLS.Admin the admin listener) over TLS.
 	TLS TLSConfig
+	// UpstreamTLS is how the replica dials https endpoints: which
+	// authorities it trusts beside the system's, and the client
+	// certificate it presents.
+	UpstreamTLS UpstreamTLSConfig
 
 	// Policy names the routing policy ([policy.Names]).
 	Policy string
@@ -162,6 +166,12 @@ func (c Config) Validate() error {
 	if err := c.TLS.Validate(); err != nil {
 		return err
 	}
+	switch u := c.UpstreamTLS; {
+	case (u.CertFile == "") != (u.KeyFile == ""):
+		return fmt.Errorf("upstream tls: give both a client certificate file and a key file (got certificate %q, key %q)", u.CertFile, u.KeyFile)
+	case u.CertFile != "" && c.TLS.Interval <= 0:
+		return fmt.Errorf("tls: reload interval %v must be positive", c.TLS.Interval)
+	}
 	switch c.Workers.Mode {
 	case WorkersOff:
 	case WorkersAdmin, WorkersPublic:
@@ -224,3 +234,18 @@ func (c TLSConfig) Validate() error {
 	}
 	return nil
 }
+
+// UpstreamTLSConfig is the client side of TLS to https endpoints. Its
+// certificate pair is re-read as [TLSConfig]'s is (every TLSConfig.Interval
+// when changed, and on SIGHUP); the CA file is read at start.
+type UpstreamTLSConfig struct {
+	// CAFile holds PEM certificates of authorities trusted beside the
+	// system's (a cluster's private CA); empty: the system's alone.
+	CAFile string
+	// CertFile and KeyFile are the client certificate and key presented
+	// to endpoints that ask for one; both empty: none.
+	CertFile, KeyFile string
+}
+
+// Enabled reports whether anything differs from Go's defaults.
+func (c UpstreamTLSConfig) Enabled() bool { return c.CAFile != "" || c.CertFile != "" }

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -70,6 +71,7 @@ type Replica struct {
 	public    *proxy.Server
 	admin     http.Handler
 	cert      *proxy.Certificate // nil: plain HTTP
+	upCert    *proxy.Certificate // the client certificate for https endpoints; nil: none
 
 	draining atomic.Bool
 	started  chan struct{}
@@ -99,8 +101,21 @@ func New(cfg Config, opts Options) (*Replica, error) {
 		r.reg = prometheus.NewRegistry()
 		r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	var upTLS *tls.Config
+	if cfg.UpstreamTLS.Enabled() {
+		var err error
+		if cfg.UpstreamTLS.CertFile != "" {
+			if r.upCert, err = proxy.LoadCertificate(cfg.UpstreamTLS.CertFile, cfg.UpstreamTLS.KeyFile); err != nil {
+				return nil, fmt.Errorf("upstream client certificate: %w", err)
+			}
+		}
+		if upTLS, err = proxy.ClientTLS(cfg.UpstreamTLS.CAFile, r.upCert); err != nil {
+			return nil, err
+		}
+	}
 	if r.transport == nil {
 		r.transport = proxy.NewTransport(cfg.Proxy)
+		r.transport.TLSClientConfig = upTLS
 	}
 	var err error
 	rc := cfg.Ring
@@ -119,8 +134,13 @@ func New(cfg Config, opts Options) (*Replica, error) {
 	metrics := proxy.NewMetrics(r.reg, r.balancer.Status)
 	um := upstream.NewMetrics(r.reg)
 	so := upstream.Options{Metrics: um, Log: log, KV: cfg.KV}
-	if opts.Transport != nil {
+	switch {
+	case opts.Transport != nil:
 		so.Transport = opts.Transport
+	case upTLS != nil: // probes and KV scrapes dial https endpoints as requests do
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = upTLS
+		so.Transport = t
 	}
 	if r.endpoints, err = upstream.NewSet(cfg.Health, so); err != nil {
 		return nil, err
@@ -249,6 +269,9 @@ func (r *Replica) Run(ctx context.Context) error {
 		ln = proxy.TLSListener(ln, r.cert.ServerTLS())
 		wg.Go(func() { r.cert.Watch(bg, r.cfg.TLS.Interval, r.log) })
 	}
+	if r.upCert != nil {
+		wg.Go(func() { r.upCert.Watch(bg, r.cfg.TLS.Interval, r.log) })
+	}
 	done := make(chan error, 1)
 	wg.Go(func() { done <- r.public.Serve(ln) })
 	r.log.Info("serving", "listen", ln.Addr().String(), "tls", r.cert != nil)
@@ -327,12 +350,14 @@ func (r *Replica) reload(ctx context.Context, reread chan<- struct{}) {
 		case <-ctx.Done():
 			return
 		case sig := <-r.opts.Reload:
-			if r.cert != nil {
-				r.log.Info("signal: re-reading the TLS certificate", "signal", sig)
-				r.cert.ReloadAndLog(r.log)
+			for _, c := range []*proxy.Certificate{r.cert, r.upCert} {
+				if c != nil {
+					r.log.Info("signal: re-reading a TLS certificate", "signal", sig)
+					c.ReloadAndLog(r.log)
+				}
 			}
 			if r.cfg.Sources.File == "" {
-				if r.cert == nil {
+				if r.cert == nil && r.upCert == nil {
 					r.log.Info("signal ignored: no endpoints file or TLS certificate to re-read", "signal", sig)
 				}
 				continue

@@ -134,3 +134,58 @@ func TestOpenAIClientStreamsOverTLS(t *testing.T) {
 		t.Fatalf("streamed %q, err %v, first word held back %v", text.String(), err, buffered.Load())
 	}
 }
+
+// An https engine of a private CA that requires a client certificate:
+// with --upstream-ca-file and the client pair the replica's probes and
+// requests reach it; without the CA file, its certificate is not trusted
+// and neither does.
+func TestRunDialsHTTPSEndpoints(t *testing.T) {
+	clientCert, clientKey, clients := testcert.Write(t, t.TempDir(), "router")
+	engCert, engKey, _ := testcert.Write(t, t.TempDir(), "engine")
+	pair, err := tls.LoadX509KeyPair(engCert, engKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var probes atomic.Int64
+	chatHandler := engine(t, "a").Config.Handler
+	eng := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			probes.Add(1)
+		}
+		chatHandler.ServeHTTP(w, r)
+	}))
+	eng.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clients}
+	eng.StartTLS()
+	t.Cleanup(eng.Close)
+	for _, trusted := range []bool{true, false} {
+		ctx, cancel := context.WithCancel(context.Background())
+		api, _, _, done := start(t, ctx, func(c *Config) {
+			c.Sources.Static = []string{eng.URL}
+			c.Health.Interval = 20 * time.Millisecond
+			c.UpstreamTLS = UpstreamTLSConfig{CertFile: clientCert, KeyFile: clientKey}
+			if trusted {
+				c.UpstreamTLS.CAFile = engCert
+			}
+		})
+		before := probes.Load()
+		code, ep := chat(t, api, "hello")
+		if trusted {
+			waitFor(t, "three probes of the https engine", func() bool { return probes.Load() >= before+3 })
+			if code != 200 || ep == "" {
+				t.Errorf("chat to the https engine: %d, endpoint %q", code, ep)
+			}
+		} else if code != http.StatusBadGateway || probes.Load() != before {
+			t.Errorf("without the CA file: chat %d, %d probes answered; want 502 and none", code, probes.Load()-before)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Sources.Static = []string{eng.URL}
+	cfg.UpstreamTLS = UpstreamTLSConfig{CertFile: clientCert}
+	if _, err := New(cfg, Options{}); err == nil {
+		t.Fatal("a client certificate without its key was taken")
+	}
+}

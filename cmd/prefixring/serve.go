@@ -32,7 +32,10 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "tls-cert-file", EnvVars: env("tls-cert-file"), Usage: "serve the API listener over TLS (HTTP/1.1, TLS 1.2 or later) with this PEM certificate chain; with --tls-key-file; re-read when it changes (checked every --tls-reload-interval) and on SIGHUP, a pair that does not load keeping the last good one"},
 		&cli.StringFlag{Name: "tls-key-file", EnvVars: env("tls-key-file"), Usage: "the PEM private key of --tls-cert-file"},
 		&cli.BoolFlag{Name: "admin-tls", EnvVars: env("admin-tls"), Usage: "serve the admin listener over TLS too, with --tls-cert-file's certificate (Prometheus then scrapes with scheme https)"},
-		&cli.DurationFlag{Name: "tls-reload-interval", Value: 10 * time.Second, EnvVars: env("tls-reload-interval"), Usage: "how often the TLS certificate and key files are checked for a change"},
+		&cli.DurationFlag{Name: "tls-reload-interval", Value: 10 * time.Second, EnvVars: env("tls-reload-interval"), Usage: "how often the TLS certificate and key files (--tls-cert-file's, --upstream-cert-file's) are checked for a change"},
+		&cli.StringFlag{Name: "upstream-ca-file", EnvVars: env("upstream-ca-file"), Usage: "PEM certificates of authorities the router trusts, beside the system's, when it dials https endpoints (a cluster's private CA); read at start"},
+		&cli.StringFlag{Name: "upstream-cert-file", EnvVars: env("upstream-cert-file"), Usage: "PEM client certificate the router presents to https endpoints that ask for one (vLLM's --ssl-cert-reqs); with --upstream-key-file; re-read as --tls-cert-file is"},
+		&cli.StringFlag{Name: "upstream-key-file", EnvVars: env("upstream-key-file"), Usage: "the PEM private key of --upstream-cert-file"},
 		&cli.StringSliceFlag{Name: "endpoints", EnvVars: env("endpoints"), Usage: "inference server roots, comma-separated (http://10.0.0.7:8000; a trailing /v1 is dropped), each optionally labelled (gpu-a=http://10.0.0.7:8000: the label is what clients and logs see)"},
 		&cli.StringFlag{Name: "endpoints-dns", EnvVars: env("endpoints-dns"), Usage: "discover endpoints from DNS: host:port (A/AAAA records, e.g. a headless Service) or an SRV name _svc._tcp.host; routed together with --endpoints"},
 		&cli.DurationFlag{Name: "dns-interval", Value: 10 * time.Second, EnvVars: env("dns-interval"), Usage: "how often --endpoints-dns is re-resolved"},
@@ -176,7 +179,7 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 	if c.Bool("kv-scrape") {
 		acting = append(acting, positive("kv-scrape-interval"))
 	}
-	if c.String("tls-cert-file") != "" {
+	if c.String("tls-cert-file") != "" || c.String("upstream-cert-file") != "" {
 		acting = append(acting, positive("tls-reload-interval"))
 	}
 	if err := checkRanges(c, acting...); err != nil {
@@ -191,7 +194,10 @@ func routerConfig(c *cli.Context) (cfg router.Config, warnings []string, err err
 	cfg.Listen, cfg.AdminListen, cfg.Pprof, cfg.Policy = c.String("listen"), c.String("admin-listen"), c.Bool("pprof"), c.String("policy")
 	cfg.TLS = router.TLSConfig{CertFile: c.String("tls-cert-file"), KeyFile: c.String("tls-key-file"), Admin: c.Bool("admin-tls"),
 		Interval: c.Duration("tls-reload-interval")}
+	cfg.UpstreamTLS = router.UpstreamTLSConfig{CAFile: c.String("upstream-ca-file"), CertFile: c.String("upstream-cert-file"), KeyFile: c.String("upstream-key-file")}
 	switch {
+	case (cfg.UpstreamTLS.CertFile == "") != (cfg.UpstreamTLS.KeyFile == ""):
+		return cfg, nil, errors.New("--upstream-cert-file and --upstream-key-file go together: give both or neither")
 	case (cfg.TLS.CertFile == "") != (cfg.TLS.KeyFile == ""):
 		return cfg, nil, errors.New("--tls-cert-file and --tls-key-file go together: give both or neither")
 	case cfg.TLS.Admin && cfg.TLS.CertFile == "":

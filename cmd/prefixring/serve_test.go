@@ -395,9 +395,10 @@ func TestServeAdminFlagsSayWhatCannotAct(t *testing.T) {
 	}
 }
 
-// The TLS flags: the certificate and key go together, --admin-tls needs
-// them and is warned about without an admin listener, and the files are
-// handed to the replica as given.
+// The TLS flags: a certificate and its key go together (the listeners'
+// and the upstream client's), --admin-tls needs the listeners' and is
+// warned about without an admin listener, and the files are handed to
+// the replica as given.
 func TestServeTLSFlags(t *testing.T) {
 	for _, args := range [][]string{{"--tls-cert-file=c.pem"}, {"--tls-key-file=k.pem"}} {
 		if _, _, err := runServeFlags(t, args...); err == nil || !strings.Contains(err.Error(), "--tls-cert-file and --tls-key-file") {
@@ -417,5 +418,14 @@ func TestServeTLSFlags(t *testing.T) {
 	cfg, w, err := runServeFlags(t, append(files, "--admin-tls")...)
 	if err != nil || len(w) != 0 || cfg.TLS != (router.TLSConfig{CertFile: "c.pem", KeyFile: "k.pem", Admin: true, Interval: 10 * time.Second}) {
 		t.Errorf("the TLS flags: %+v, warnings %v, err %v", cfg.TLS, w, err)
+	}
+	for _, args := range [][]string{{"--upstream-cert-file=c.pem"}, {"--upstream-key-file=k.pem"}} {
+		if _, _, err := runServeFlags(t, args...); err == nil || !strings.Contains(err.Error(), "--upstream-cert-file and --upstream-key-file") {
+			t.Errorf("%v: err %v, want one naming both flags", args, err)
+		}
+	}
+	cfg, w, err = runServeFlags(t, "--upstream-ca-file=ca.pem", "--upstream-cert-file=c.pem", "--upstream-key-file=k.pem")
+	if err != nil || len(w) != 0 || cfg.UpstreamTLS != (router.UpstreamTLSConfig{CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem"}) || cfg.TLS.Enabled() {
+		t.Errorf("the upstream TLS flags: %+v, listener %+v, warnings %v, err %v", cfg.UpstreamTLS, cfg.TLS, w, err)
 	}
 }

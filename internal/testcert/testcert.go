@@ -1,6 +1,7 @@
 // Package testcert writes self-signed TLS certificates for tests of the
-// router's TLS listeners: each names 127.0.0.1, ::1 and localhost, and is
-// its own CA.
+// router's TLS, as a server (its listeners) and as a client (of https
+// engines): each names 127.0.0.1, ::1 and localhost, serves either role,
+// and is its own CA.
 package testcert
 
 import (
@@ -56,7 +57,7 @@ func New(t testing.TB, cn string) (cert, key []byte) {
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		IsCA:         true, BasicConstraintsValid: true,
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 		DNSNames:    []string{"localhost"},
 	}
