@@ -132,6 +132,12 @@ type Pace struct {
 	// (paceClip) and unanswered requests' ages are read against.
 	wholeMed float64
 	factors  atomic.Pointer[map[string]float64] // the slow endpoints' factors; nil or empty: none
+	// peers are the other replicas' published sums, by node: pooled
+	// with this replica's own, each replica judges an endpoint by every
+	// replica's answers, as HAProxy's count of requests in flight is
+	// every replica's.
+	peers map[string]pacePeer
+	known map[string]bool // the endpoints, as Forget last set them; nil: any
 }
 
 // paceRecompute is how often, in the samples' time, the factors are
@@ -197,6 +203,39 @@ type paceSums struct {
 type paceEndpoint struct {
 	ch  [channels]paceSums
 	out map[*hold]time.Time
+	// pool is ch with the peers' sums added (see [Pace.SetPeer]), as of
+	// the last update: what the factors are read from. ch keeps the
+	// slow flags.
+	pool [channels]paceSums
+}
+
+// PaceSample is one kind of a replica's faded evidence of one endpoint:
+// the seconds its samples took (for whole answers' geometric mean, the
+// sum of their logs), what they weigh, and their count.
+type PaceSample struct{ Seconds, Weight, N float64 }
+
+// PaceSums is a replica's faded evidence of one endpoint, per kind of
+// sample (indexed by PaceStreamed, PaceWhole, PaceWholeLogs), as it
+// publishes it for its peers ([Pace.Sums], [Pace.SetPeer]).
+type PaceSums [channels]PaceSample
+
+// The kinds of sample in a [PaceSums].
+const (
+	PaceStreamed  = streamed
+	PaceWhole     = whole
+	PaceWholeLogs = wholeGeo
+)
+
+// PacePublishEvery is how often a replica sends its pace sums to its
+// peers: the evidence fades over PaceConfig.HalfLife (30 s), so a second's
+// lag costs little, and the sums, nine numbers an endpoint, are not sent
+// at the loads' 10 ms.
+const PacePublishEvery = time.Second
+
+// pacePeer is a peer replica's published sums and when they were heard.
+type pacePeer struct {
+	sums  map[string]PaceSums
+	heard time.Time
 }
 
 // paceClip is how many times the threshold over the fleet's median whole
@@ -337,6 +376,79 @@ func (p *Pace) sent(id string, h *hold, at time.Time) {
 	p.recompute(at)
 }
 
+// Sums returns this replica's own evidence, faded to at, for its peers:
+// the endpoints it has samples of.
+func (p *Pace) Sums(at time.Time) map[string]PaceSums {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]PaceSums, len(p.eps))
+	for id, e := range p.eps {
+		var ps PaceSums
+		any := false
+		for c := range e.ch {
+			sc := e.ch[c]
+			sc.fade(at, p.cfg.HalfLife)
+			ps[c] = PaceSample{sc.seconds, sc.weight, sc.n}
+			any = any || sc.n > 0
+		}
+		if any {
+			out[id] = ps
+		}
+	}
+	return out
+}
+
+// SetPeer replaces what peer node published, heard at time heard (nil
+// sums: forget the peer); its sums fade from then as this replica's own.
+func (p *Pace) SetPeer(node string, sums map[string]PaceSums, heard time.Time) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sums == nil {
+		delete(p.peers, node)
+		return
+	}
+	if p.peers == nil {
+		p.peers = map[string]pacePeer{}
+	}
+	p.peers[node] = pacePeer{sums, heard}
+	for id := range sums {
+		if p.known == nil || p.known[id] {
+			p.endpoint(id, heard)
+		}
+	}
+}
+
+// PeerNodes returns the peers whose sums are pooled, sorted.
+func (p *Pace) PeerNodes() []string {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.peers))
+	for n := range p.peers {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// PeerSums returns what peer node last published (nil: nothing).
+func (p *Pace) PeerSums(node string) map[string]PaceSums {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.peers[node].sums
+}
+
 // Forget drops the endpoints not in ids.
 func (p *Pace) Forget(ids []string) {
 	if p == nil {
@@ -348,6 +460,7 @@ func (p *Pace) Forget(ids []string) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.known = keep
 	for id := range p.eps {
 		if !keep[id] {
 			delete(p.eps, id)
@@ -391,15 +504,12 @@ func (p *Pace) update(at time.Time) {
 		next[id] = max(next[id], g)
 	}
 	p.wholeMed = 0 // the yardstick of unanswered requests' ages
+	p.pool(at)
 	rs := make([]float64, 0, len(p.eps))
 	for ch := range channels {
 		rs = rs[:0]
 		for _, e := range p.eps {
-			s := &e.ch[ch]
-			if !at.IsZero() {
-				s.fade(at, p.cfg.HalfLife)
-			}
-			if s.n >= p.cfg.MinSamples && s.weight > 0 {
+			if s := &e.pool[ch]; s.n >= p.cfg.MinSamples && s.weight > 0 {
 				rs = append(rs, s.pace(ch))
 			}
 		}
@@ -417,15 +527,15 @@ func (p *Pace) update(at time.Time) {
 			p.wholeMed = med
 		}
 		for id, e := range p.eps {
-			s := &e.ch[ch]
-			if s.n <= 0 || s.weight <= 0 {
+			s, v := &e.ch[ch], &e.pool[ch]
+			if v.n <= 0 || v.weight <= 0 {
 				continue
 			}
-			f := s.pace(ch) / med
+			f := v.pace(ch) / med
 			switch {
 			case f < p.cfg.Threshold:
 				s.slow = false
-			case s.n >= p.cfg.MinSamples:
+			case v.n >= p.cfg.MinSamples:
 				s.slow = true
 			}
 			if !s.slow {
@@ -434,7 +544,7 @@ func (p *Pace) update(at time.Time) {
 				// a cold start) are not evidence enough.
 				continue
 			}
-			g := 1 + (min(f, p.cfg.Max)-1)*min(1, s.n/p.cfg.MinSamples)
+			g := 1 + (min(f, p.cfg.Max)-1)*min(1, v.n/p.cfg.MinSamples)
 			if g < 1+1.0/64 {
 				s.slow = false // faded: measured afresh from here
 				continue
@@ -469,12 +579,42 @@ func (p *Pace) update(at time.Time) {
 // answers reports whether e has shown itself within the threshold: at
 // least need samples of a kind, not found slow.
 func (e *paceEndpoint) answers(need float64) bool {
-	for _, s := range e.ch {
-		if s.n >= need && !s.slow {
+	for c, s := range e.pool {
+		if s.n >= need && !e.ch[c].slow {
 			return true
 		}
 	}
 	return false
+}
+
+// pool fades every endpoint's own sums to at (zero: not at all) and sets
+// its pool: them and the peers' sums, each faded from when it was heard.
+func (p *Pace) pool(at time.Time) {
+	for _, e := range p.eps {
+		for c := range e.ch {
+			if !at.IsZero() {
+				e.ch[c].fade(at, p.cfg.HalfLife)
+			}
+			e.pool[c] = paceSums{seconds: e.ch[c].seconds, weight: e.ch[c].weight, n: e.ch[c].n}
+		}
+	}
+	for _, peer := range p.peers {
+		k := 1.0
+		if dt := at.Sub(peer.heard); !at.IsZero() && dt > 0 {
+			k = math.Exp2(-float64(dt) / float64(p.cfg.HalfLife))
+		}
+		for id, ps := range peer.sums {
+			e := p.eps[id]
+			if e == nil {
+				continue
+			}
+			for c := range ps {
+				e.pool[c].seconds += k * ps[c].Seconds
+				e.pool[c].weight += k * ps[c].Weight
+				e.pool[c].n += k * ps[c].N
+			}
+		}
+	}
 }
 
 // Factor returns how many times over the bound counts endpoint id's P: 1

@@ -676,3 +676,79 @@ func TestPaceFindsAnEngineThatSlowsMidRun(t *testing.T) {
 	}
 	t.Fatal("d, ten times slow for 100 answers, not found")
 }
+
+// Pooled, three replicas' evidence finds a slow endpoint none of them has
+// enough samples of alone: each saw 3 of d's answers (8 are needed), 9
+// together. A peer's sums fade from when they were heard, as the
+// replica's own do; a peer forgotten, or one of an endpoint the replica
+// does not route to, counts for nothing.
+func TestPacePoolsPeersSums(t *testing.T) {
+	reps := make([]*Pace, 3)
+	for i := range reps {
+		reps[i] = NewPace(DefaultPaceConfig())
+		reps[i].Forget([]string{"a", "b", "c", "d"})
+	}
+	at := epoch
+	for range 3 {
+		for i, p := range reps {
+			for _, id := range []string{"a", "b", "c"} {
+				p.ObserveWhole(id, time.Second, at)
+				p.ObserveWhole(id, time.Second, at)
+				p.ObserveWhole(id, time.Second, at)
+			}
+			p.ObserveWhole("d", 10*time.Second, at)
+			at = at.Add(time.Duration(i+1) * time.Millisecond)
+		}
+	}
+	for i, p := range reps {
+		if f := p.Factor("d"); f != 1 {
+			t.Fatalf("replica %d alone: d's factor %v, want 1 (3 of its answers, 8 needed)", i, f)
+		}
+	}
+	share := func(at time.Time) {
+		for i, p := range reps {
+			for j, q := range reps {
+				if i != j {
+					p.SetPeer(string(rune('0'+j)), q.Sums(at), at)
+				}
+			}
+		}
+	}
+	share(at)
+	for i, p := range reps {
+		p.ObserveWhole("a", time.Second, at.Add(20*time.Millisecond)) // look again
+		if f := p.Factor("d"); f < 9 || f > 10.5 {
+			t.Fatalf("replica %d pooled: d's factor %v, want about 10 (9 answers of 10 s against 1 s)", i, f)
+		}
+	}
+	// Two minutes on, with a, b and c answering: the pooled sums of d
+	// have faded under the samples needed, and d's factor with them.
+	later := at.Add(2 * time.Minute)
+	for _, id := range []string{"a", "b", "c"} {
+		for k := range 10 {
+			reps[0].ObserveWhole(id, time.Second, later.Add(time.Duration(k)*time.Millisecond))
+		}
+	}
+	if f := reps[0].Factor("d"); f > 1.5 {
+		t.Fatalf("two minutes on: d's factor %v, want near 1 (its 9 answers faded to under one)", f)
+	}
+	// Forgetting its peers takes their sums out at once: replica 1 is
+	// left with its own 3 answers of d, read in proportion to the 8
+	// needed, as a slow endpoint's fading evidence is (1 + 9 × 3/8).
+	reps[1].SetPeer("0", nil, at)
+	reps[1].SetPeer("2", nil, at)
+	reps[1].ObserveWhole("a", time.Second, at.Add(40*time.Millisecond))
+	if f := reps[1].Factor("d"); f < 4 || f > 4.8 {
+		t.Fatalf("peers forgotten: d's factor %v, want about 4.4 (its own 3 answers of 8)", f)
+	}
+	// A peer's endpoint this replica does not route to is not taken in.
+	q := NewPace(DefaultPaceConfig())
+	q.Forget([]string{"a", "b", "c"})
+	q.SetPeer("x", map[string]PaceSums{"e": {}}, at)
+	q.mu.Lock()
+	_, has := q.eps["e"]
+	q.mu.Unlock()
+	if has {
+		t.Fatal("a peer's sums made an entry for an endpoint the replica does not route to")
+	}
+}

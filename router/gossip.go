@@ -49,6 +49,13 @@ func (r *Replica) startGossip() error {
 		}
 		shareMetrics(r.reg, r.share)
 	}
+	if p := r.balancer.Pace(); p != nil {
+		// Every replica judges an engine's pace by all replicas' answers.
+		r.paceShare = newPaceShare(p, n.Name(), n.MatchingMembers, time.Now)
+		if err := n.Carry(r.paceShare); err != nil {
+			return err
+		}
+	}
 	r.node = n
 	return nil
 }

@@ -67,6 +67,7 @@ type Replica struct {
 	keying    *prefix.Live
 	node      *gossip.Node  // nil: gossip off
 	share     *prefix.Share // the sketch's share through gossip; nil without gossip or sketch
+	paceShare *paceShare    // the pace sums' share through gossip; nil without gossip or pace
 	workers   *workers.Set  // nil: workers API off
 	public    *proxy.Server
 	admin     http.Handler
@@ -249,6 +250,9 @@ func (r *Replica) Run(ctx context.Context) error {
 	if err := r.join(ctx); err != nil {
 		r.closeListeners()
 		return err
+	}
+	if r.paceShare != nil {
+		wg.Go(func() { r.paceShare.run(bg, ring.PacePublishEvery) })
 	}
 	if r.keying.Sketching() {
 		wg.Go(func() { runSketch(bg, r.keying, r.share, r.cfg.Sketch) })

@@ -15,6 +15,10 @@
 // counts as of the first arrival at or after t (completions in between
 // included), and is delivered at t+Latency.
 //
+// Every ring.PacePublishEvery a replica's publication also carries its
+// pace sums (ring.Pace.Sums), which its receivers pool with their own
+// (ring.Pace.SetPeer), as the router's pace share does over gossip.
+//
 // At every keyed arrival the picker also asks every replica where the
 // request would go, to measure decision agreement, and checks the choice
 // against the true cluster-wide load, to measure overshoot of the bound.
@@ -87,6 +91,9 @@ type replica struct {
 	view  *core.View         // entries received, its own included; nil without gossip
 	ver   uint64
 	next  time.Duration // its next publication
+	// nextPace is when its next publication carries its pace sums, as
+	// the router sends them every ring.PacePublishEvery.
+	nextPace time.Duration
 }
 
 // delivery is one publication in flight to one replica.
@@ -94,6 +101,7 @@ type delivery struct {
 	at    time.Duration
 	to    int
 	entry core.Entry
+	pace  map[string]ring.PaceSums // the sender's pace sums; nil: none
 }
 
 // Picker implements policy.Picker over R replicas.
@@ -365,6 +373,11 @@ func (p *Picker) publish(j int) {
 		WithKVShared(r.bal.Inflight().KVSharedCounts())
 	r.view.Publish(e)
 	r.view.Refresh(epoch.Add(at), nil)
+	var ps map[string]ring.PaceSums
+	if at >= r.nextPace { // as the router's pace share sends them
+		ps = r.bal.Pace().Sums(epoch.Add(at))
+		r.nextPace = at + ring.PacePublishEvery
+	}
 	for k := range p.reps {
 		if k == j {
 			continue
@@ -374,7 +387,7 @@ func (p *Picker) publish(j int) {
 			continue
 		}
 		p.Delivered++
-		d := delivery{at: at + p.cfg.Latency, to: k, entry: e}
+		d := delivery{at: at + p.cfg.Latency, to: k, entry: e, pace: ps}
 		if p.cfg.Latency == 0 {
 			p.deliver(d)
 			continue
@@ -399,6 +412,9 @@ func (p *Picker) nextDue() (k int, due time.Duration, ok bool) {
 // so an entry that went stale meanwhile stops counting at once.
 func (p *Picker) deliver(d delivery) {
 	r := p.reps[d.to]
+	if d.pace != nil {
+		r.bal.Pace().SetPeer(d.entry.Node, d.pace, epoch.Add(d.at))
+	}
 	if changed, _ := r.view.Receive(epoch.Add(d.at), d.entry); len(changed) > 0 {
 		r.view.Refresh(epoch.Add(d.at), nil)
 	}
