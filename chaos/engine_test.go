@@ -166,7 +166,9 @@ func countOn(homes []string, id string) int {
 //   - tokens, the default: this load never reaches P's floor of 16384
 //     tokens, and before ring.Pace the slow engine kept its fair share
 //     (24.4%). Each replica's pace, told by the streamed half of the
-//     requests, counts its load ten times over.
+//     requests and pooled with its peers' over gossip (checked at the
+//     end: every replica holds both others' sums), counts its load ten
+//     times over.
 func TestSlowEngine(t *testing.T) {
 	for _, tc := range []struct {
 		signal      string
@@ -236,6 +238,13 @@ func slowEngine(t *testing.T, cfg Config, streamEvery int) {
 		}
 		if slowOthers > 2*baseOthers+50*time.Millisecond {
 			t.Fatalf("other engines' p99 %v against %v before", slowOthers, baseOthers)
+		}
+		// Each replica pooled its peers' pace sums (gossip tag 3), not its
+		// own evidence alone: both others' are held.
+		for _, r := range c.Live() {
+			if peers := r.Bal.Pace().PeerNodes(); len(peers) != c.cfg.Replicas-1 {
+				t.Fatalf("%s pools the pace sums of %v, want its %d peers'", r.Name, peers, c.cfg.Replicas-1)
+			}
 		}
 		c.Engine(0).Server.SetFaults(vllm.Faults{})
 	})
