@@ -51,9 +51,13 @@ import (
 // outlier detection retries an ejected host, and one that recovered is
 // seen to.
 //
-// Each replica measures its own requests, so replicas can disagree on an
-// engine's factor near the threshold; a ten-times-slow engine is far from
-// it on every replica.
+// Each replica measures its own requests and, with gossip, pools its
+// peers' evidence with its own ([Pace.Sums] is what it publishes,
+// [Pace.SetPeer] what it heard): with three replicas each saw a third of
+// a slow engine's answers, and needed MinSamples of its own. Its
+// unanswered requests count for it alone. Replicas can still disagree on
+// an engine's factor near the threshold, by what each heard last; a
+// ten-times-slow engine is far from it on every replica.
 
 // PaceConfig configures [Pace]. The zero value turns it off.
 type PaceConfig struct {
@@ -231,6 +235,10 @@ const (
 // lag costs little, and the sums, nine numbers an endpoint, are not sent
 // at the loads' 10 ms.
 const PacePublishEvery = time.Second
+
+// paceForgetPeer is how many half-lives after a peer was last heard its
+// sums are dropped: they weigh under a thousandth by then.
+const paceForgetPeer = 10
 
 // pacePeer is a peer replica's published sums and when they were heard.
 type pacePeer struct {
@@ -598,9 +606,15 @@ func (p *Pace) pool(at time.Time) {
 			e.pool[c] = paceSums{seconds: e.ch[c].seconds, weight: e.ch[c].weight, n: e.ch[c].n}
 		}
 	}
-	for _, peer := range p.peers {
+	for node, peer := range p.peers {
 		k := 1.0
 		if dt := at.Sub(peer.heard); !at.IsZero() && dt > 0 {
+			if dt > paceForgetPeer*p.cfg.HalfLife {
+				// Faded to nothing (a replica that left, or a pod of a
+				// past rollout): forgotten, so churn does not grow the map.
+				delete(p.peers, node)
+				continue
+			}
 			k = math.Exp2(-float64(dt) / float64(p.cfg.HalfLife))
 		}
 		for id, ps := range peer.sums {

@@ -741,6 +741,12 @@ func TestPacePoolsPeersSums(t *testing.T) {
 	if f := reps[1].Factor("d"); f < 4 || f > 4.8 {
 		t.Fatalf("peers forgotten: d's factor %v, want about 4.4 (its own 3 answers of 8)", f)
 	}
+	// A peer not heard for ten half-lives is forgotten: replica 2 last
+	// heard its peers at the start.
+	reps[2].ObserveWhole("a", time.Second, at.Add(10*DefaultPaceConfig().HalfLife+time.Second))
+	if peers := reps[2].PeerNodes(); len(peers) != 0 {
+		t.Fatalf("peers %v still held after ten half-lives of silence", peers)
+	}
 	// A peer's endpoint this replica does not route to is not taken in.
 	q := NewPace(DefaultPaceConfig())
 	q.Forget([]string{"a", "b", "c"})

@@ -64,13 +64,23 @@ func (s *paceShare) Merge(from string, b []byte) ([]byte, error) {
 	if node != from || node == s.name {
 		return nil, nil
 	}
-	if _, ok := s.members()[node]; !ok {
+	members := s.members()
+	if _, ok := members[node]; !ok {
 		return nil, nil
 	}
 	s.mu.Lock()
 	newer := stamp > s.last[node]
 	if newer {
 		s.last[node] = stamp
+	}
+	if len(s.last) > 2*len(members)+8 {
+		// Members come and go (pods of past rollouts): keep the stamps
+		// of the present ones only. One that comes back sends newer.
+		for n := range s.last {
+			if _, ok := members[n]; !ok {
+				delete(s.last, n)
+			}
+		}
 	}
 	s.mu.Unlock()
 	if newer {

@@ -78,4 +78,22 @@ func TestPaceShareMerge(t *testing.T) {
 	if _, err := s.Merge("r1", []byte{1, 2}); err == nil {
 		t.Fatal("a malformed record merged")
 	}
+	// The stamps of members gone are not kept for good.
+	for i := range 20 {
+		name := "old-" + string(rune('a'+i))
+		members[name] = "x"
+		if _, err := s.Merge(name, encodePace(name, 1, nil)); err != nil {
+			t.Fatal(err)
+		}
+		delete(members, name)
+	}
+	if _, err := s.Merge("r1", encodePace("r1", 7, nil)); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	kept := len(s.last)
+	s.mu.Unlock()
+	if kept > 2*len(members)+8 {
+		t.Fatalf("%d stamps kept for %d members", kept, len(members))
+	}
 }
