@@ -32,6 +32,36 @@ func commonName(t *testing.T, c *proxy.Certificate) string {
 	return leaf.Subject.CommonName
 }
 
+// serveTLS serves h with cfg behind TLSListener on 127.0.0.1 with a new
+// certificate of common name "one" in dir, stopped when the test ends;
+// it returns the certificate, the listener's address and a pool that
+// trusts the certificate.
+func serveTLS(t *testing.T, dir string, cfg proxy.ServerConfig, h http.Handler) (*proxy.Certificate, string, *x509.CertPool) {
+	t.Helper()
+	certFile, keyFile, pool := testcert.Write(t, dir, "one")
+	c, err := proxy.LoadCertificate(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := proxy.NewServer(cfg, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(proxy.TLSListener(ln, c.ServerTLS())) }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return c, ln.Addr().String(), pool
+}
+
 // A certificate rotated on disk is served after Reload; a pair that does
 // not load (a half-written file, a key of another certificate) is an
 // error that keeps the last good one.
@@ -125,30 +155,10 @@ func TestCertificateWatch(t *testing.T) {
 // with a 400 in OpenAI's error shape.
 func TestTLSListener(t *testing.T) {
 	dir := t.TempDir()
-	certFile, keyFile, pool := testcert.Write(t, dir, "one")
-	c, err := proxy.LoadCertificate(certFile, keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := proxy.NewServer(proxy.DefaultServerConfig(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c, addr, pool := serveTLS(t, dir, proxy.DefaultServerConfig(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "ok")
-	}), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(proxy.TLSListener(ln, c.ServerTLS())) }()
-	t.Cleanup(func() {
-		_ = srv.Close()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	url := "https://" + ln.Addr().String() + "/"
+	}))
+	url := "https://" + addr + "/"
 	get := func(pool *x509.CertPool) (*http.Response, error) {
 		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 		defer client.CloseIdleConnections()
@@ -174,7 +184,7 @@ func TestTLSListener(t *testing.T) {
 		t.Fatalf("https with the new certificate: %v, %+v", err, resp)
 	}
 
-	plain, err := http.Get("http://" + ln.Addr().String() + "/v1/models")
+	plain, err := http.Get("http://" + addr + "/v1/models")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,30 +202,10 @@ func TestTLSListener(t *testing.T) {
 // the handshake runs under the server's read deadline, so a silent
 // connection cannot keep the router's one slot from an HTTPS client.
 func TestTLSHandshakeIsBoundedByTheHeaderTimeout(t *testing.T) {
-	certFile, keyFile, pool := testcert.Write(t, t.TempDir(), "one")
-	c, err := proxy.LoadCertificate(certFile, keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := proxy.DefaultServerConfig()
 	cfg.ReadHeaderTimeout, cfg.MaxConnections = 200*time.Millisecond, 1
-	srv, err := proxy.NewServer(cfg, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(proxy.TLSListener(ln, c.ServerTLS())) }()
-	t.Cleanup(func() {
-		_ = srv.Close()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	silent, err := net.Dial("tcp", ln.Addr().String())
+	_, addr, pool := serveTLS(t, t.TempDir(), cfg, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	silent, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +217,7 @@ func TestTLSHandshakeIsBoundedByTheHeaderTimeout(t *testing.T) {
 	}
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	defer client.CloseIdleConnections()
-	resp, err := client.Get("https://" + ln.Addr().String() + "/")
+	resp, err := client.Get("https://" + addr + "/")
 	if err != nil {
 		t.Fatalf("an HTTPS client after the silent one: %v", err)
 	}
