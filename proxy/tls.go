@@ -89,23 +89,21 @@ func (c *Certificate) Watch(ctx context.Context, interval time.Duration, log *sl
 			return
 		case <-t.C:
 			if c.changed() {
-				c.reloadAndLog(log)
+				c.ReloadAndLog(log)
 			}
 		}
 	}
 }
 
-// reloadAndLog reloads and says what came of it.
-func (c *Certificate) reloadAndLog(log *slog.Logger) {
+// ReloadAndLog re-reads the files now (a change seen, SIGHUP), logging
+// the outcome.
+func (c *Certificate) ReloadAndLog(log *slog.Logger) {
 	if err := c.Reload(); err != nil {
 		log.Warn("tls certificate not reloaded; serving the last good one", "err", err)
 		return
 	}
 	log.Info("tls certificate reloaded", "cert", c.certFile)
 }
-
-// ReloadAndLog re-reads the files now (SIGHUP), logging the outcome.
-func (c *Certificate) ReloadAndLog(log *slog.Logger) { c.reloadAndLog(log) }
 
 // Leaf returns the certificate served now.
 func (c *Certificate) Leaf() *tls.Certificate { return c.cur.Load() }

@@ -395,14 +395,14 @@ func (p *Pace) Sums(at time.Time) map[string]PaceSums {
 	out := make(map[string]PaceSums, len(p.eps))
 	for id, e := range p.eps {
 		var ps PaceSums
-		any := false
+		has := false
 		for c := range e.ch {
 			sc := e.ch[c]
 			sc.fade(at, p.cfg.HalfLife)
 			ps[c] = PaceSample{sc.seconds, sc.weight, sc.n}
-			any = any || sc.n > 0
+			has = has || sc.n > 0
 		}
-		if any {
+		if has {
 			out[id] = ps
 		}
 	}

@@ -50,8 +50,10 @@ func newPaceShare(p *ring.Pace, name string, members func() map[string]string, n
 func (s *paceShare) Tag() byte                { return paceTag }
 func (s *paceShare) Changed() <-chan struct{} { return s.changed }
 func (s *paceShare) State(join bool) []byte   { return nil }
-func (s *paceShare) Local() []byte            { return s.encode(s.now()) }
-func (s *paceShare) encode(at time.Time) []byte {
+
+// Local is this replica's sums now, stamped with its clock.
+func (s *paceShare) Local() []byte {
+	at := s.now()
 	return encodePace(s.name, at.UnixNano(), s.pace.Sums(at))
 }
 

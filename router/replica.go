@@ -92,8 +92,8 @@ func New(cfg Config, opts Options) (*Replica, error) {
 	}
 	r := &Replica{cfg: cfg, opts: opts, log: log, reg: opts.Registry, transport: opts.Transport,
 		started: make(chan struct{}), abort: make(chan struct{})}
+	var err error
 	if cfg.TLS.Enabled() {
-		var err error
 		if r.cert, err = proxy.LoadCertificate(cfg.TLS.CertFile, cfg.TLS.KeyFile); err != nil {
 			return nil, err
 		}
@@ -104,7 +104,6 @@ func New(cfg Config, opts Options) (*Replica, error) {
 	}
 	var upTLS *tls.Config
 	if cfg.UpstreamTLS.Enabled() {
-		var err error
 		if cfg.UpstreamTLS.CertFile != "" {
 			if r.upCert, err = proxy.LoadCertificate(cfg.UpstreamTLS.CertFile, cfg.UpstreamTLS.KeyFile); err != nil {
 				return nil, fmt.Errorf("upstream client certificate: %w", err)
@@ -118,7 +117,6 @@ func New(cfg Config, opts Options) (*Replica, error) {
 		r.transport = proxy.NewTransport(cfg.Proxy)
 		r.transport.TLSClientConfig = upTLS
 	}
-	var err error
 	rc := cfg.Ring
 	if !cfg.Sketch.Enabled {
 		// Groups' shares come from the sketch. Without it every share is
